@@ -1,0 +1,153 @@
+// Package embedetcd starts real etcd members inside the current process.
+//
+// It is used by `poolagent dev` for the zero-setup default and by
+// internal/etcdtest for tests. It wraps go.etcd.io/etcd/server/v3/embed, the
+// same release as the client, and keeps etcd's own zap logger quiet.
+package embedetcd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Config describes one member. Zero values take the documented defaults.
+type Config struct {
+	// Name is the member name. Default "default".
+	Name string
+	// Dir is the data directory. Required.
+	Dir string
+	// ClientAddr is host:port for clients. Default "127.0.0.1:2379".
+	ClientAddr string
+	// PeerAddr is host:port for peers. Default "127.0.0.1:2380".
+	PeerAddr string
+	// InitialCluster is name=http://peer,... Default: this member alone.
+	InitialCluster string
+	// ExistingCluster joins or restarts with cluster state "existing".
+	ExistingCluster bool
+	// NoFsync trades durability for speed; for tests only. Default false.
+	NoFsync bool
+	// ReadyTimeout bounds the wait for the member to serve. Default 30s.
+	ReadyTimeout time.Duration
+}
+
+// Server is a running embedded member.
+type Server struct {
+	cfg  Config
+	etcd *embed.Etcd
+}
+
+// ErrAddrInUse reports that a listen address is taken by another process.
+var ErrAddrInUse = errors.New("embedetcd: address already in use")
+
+// Start starts a member and waits until it is ready to serve clients, or
+// until ReadyTimeout passes.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("embedetcd: data dir is required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.ClientAddr == "" {
+		cfg.ClientAddr = "127.0.0.1:2379"
+	}
+	if cfg.PeerAddr == "" {
+		cfg.PeerAddr = "127.0.0.1:2380"
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	for _, a := range []string{cfg.ClientAddr, cfg.PeerAddr} {
+		if err := checkFree(a); err != nil {
+			return nil, err
+		}
+	}
+	ec, err := embedConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		if strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("%w: %v", ErrAddrInUse, err)
+		}
+		return nil, fmt.Errorf("embedetcd: start %s: %w", cfg.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return &Server{cfg: cfg, etcd: e}, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedetcd: %s failed: %w", cfg.Name, err)
+	case <-time.After(cfg.ReadyTimeout):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("embedetcd: %s not ready within %v", cfg.Name, cfg.ReadyTimeout)
+	}
+}
+
+func embedConfig(cfg Config) (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.Dir
+	cu, err := url.Parse("http://" + cfg.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("embedetcd: client address %q: %w", cfg.ClientAddr, err)
+	}
+	pu, err := url.Parse("http://" + cfg.PeerAddr)
+	if err != nil {
+		return nil, fmt.Errorf("embedetcd: peer address %q: %w", cfg.PeerAddr, err)
+	}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = cfg.Name + "=" + pu.String()
+	}
+	if cfg.ExistingCluster {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
+	ec.UnsafeNoFsync = cfg.NoFsync
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	return ec, nil
+}
+
+// checkFree gives a clear error for a taken port before etcd tries it.
+func checkFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		if strings.Contains(err.Error(), "address already in use") {
+			return fmt.Errorf("%w: %s (is another etcd or poolagent running?)", ErrAddrInUse, addr)
+		}
+		return fmt.Errorf("embedetcd: listen %s: %w", addr, err)
+	}
+	return l.Close()
+}
+
+// ClientURL returns the URL clients should dial.
+func (s *Server) ClientURL() string { return "http://" + s.cfg.ClientAddr }
+
+// Config returns the configuration the member was started with.
+func (s *Server) Config() Config { return s.cfg }
+
+// IsLeader reports whether this member is the raft leader.
+func (s *Server) IsLeader() bool {
+	return s.etcd.Server.Leader() == s.etcd.Server.MemberID()
+}
+
+// Err reports fatal server errors.
+func (s *Server) Err() <-chan error { return s.etcd.Err() }
+
+// Close stops the member and waits for it to release its ports and files.
+// The data dir is kept.
+func (s *Server) Close() {
+	s.etcd.Server.Stop()
+	s.etcd.Close()
+}
