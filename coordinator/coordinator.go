@@ -1,0 +1,98 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Coordinator manages pools, instances and seat claims under one prefix of
+// one etcd cluster. It is safe for concurrent use. It caches each pool's
+// last known state so that an uncontended claim is one transaction; the
+// cache is only ever a hint, every decision is re-checked inside the txn.
+type Coordinator struct {
+	cli     *clientv3.Client
+	k       keys
+	log     *slog.Logger
+	metrics Metrics
+	opts    options
+
+	mu     sync.Mutex
+	states map[string]*sharedState
+
+	ctx    context.Context // cancelled by Close; parent of background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// sharedState is a pool's cached state shared by this process's claimants.
+type sharedState struct {
+	mu sync.Mutex
+	st *poolState
+}
+
+// New returns a Coordinator using cli. An invalid option is an error.
+func New(cli *clientv3.Client, opts ...Option) (*Coordinator, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: nil etcd client", ErrInvalid)
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Coordinator{
+		cli: cli, k: keys{root: o.prefix}, log: o.logger, metrics: o.metrics, opts: o,
+		states: map[string]*sharedState{}, ctx: ctx, cancel: cancel,
+	}, nil
+}
+
+// Client returns the etcd client.
+func (c *Coordinator) Client() *clientv3.Client { return c.cli }
+
+// Prefix returns the root prefix.
+func (c *Coordinator) Prefix() string { return c.k.root }
+
+// Close stops background work (claim monitors, cleanup of ambiguous
+// attempts) and waits for it. It does not release seats: they stay bound to
+// their sessions. It is idempotent.
+func (c *Coordinator) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// goBackground runs f with the Coordinator's lifetime context; Close waits.
+func (c *Coordinator) goBackground(f func(ctx context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f(c.ctx)
+	}()
+}
+
+func (c *Coordinator) shared(pool string) *sharedState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.states[pool]
+	if !ok {
+		s = &sharedState{st: newPoolState(c.k, pool)}
+		c.states[pool] = s
+	}
+	return s
+}
+
+// cleanupCtx bounds a write made on behalf of a caller whose ctx is done.
+func (c *Coordinator) cleanupCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, c.opts.timeout)
+}
+
+// getPool reads the whole pool prefix in one request.
+func (c *Coordinator) getPool(ctx context.Context, pool string) (*clientv3.GetResponse, error) {
+	return c.cli.Get(ctx, c.k.pool(pool), clientv3.WithPrefix())
+}

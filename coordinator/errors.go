@@ -1,0 +1,53 @@
+package coordinator
+
+import "errors"
+
+// Sentinel errors. Match them with errors.Is; they are wrapped with context.
+var (
+	// ErrInvalid reports bad input: a name, a spec, an option.
+	ErrInvalid = errors.New("coordinator: invalid argument")
+	// ErrPoolNotFound reports that the pool has no spec key.
+	ErrPoolNotFound = errors.New("coordinator: pool not found")
+	// ErrPoolExists reports that CreatePool found the pool already there.
+	ErrPoolExists = errors.New("coordinator: pool already exists")
+	// ErrPoolInUse reports that DeletePool found held seats or waiters and
+	// was not forced.
+	ErrPoolInUse = errors.New("coordinator: pool has held seats or waiters")
+	// ErrBadSpec reports a spec in etcd that cannot be decoded or is
+	// invalid, for example one written by hand with etcdctl.
+	ErrBadSpec = errors.New("coordinator: malformed pool spec in etcd")
+	// ErrConflict reports that a compare-and-swap lost to a concurrent
+	// change, for example UpdatePool with a stale revision.
+	ErrConflict = errors.New("coordinator: concurrent modification")
+	// ErrNoSeat reports that a claim without wait found no seat it could
+	// take now: the pool, its tenant or its instances are full, or others
+	// are already waiting (a claim never jumps the queue).
+	ErrNoSeat = errors.New("coordinator: no seat available")
+	// ErrInstanceNotFound reports that a named instance is not registered.
+	ErrInstanceNotFound = errors.New("coordinator: instance not found")
+	// ErrSeatNotFound reports that a seat is not held by anyone.
+	ErrSeatNotFound = errors.New("coordinator: seat not held")
+	// ErrStaleToken reports that a seat is held under a different token
+	// than the one given; nothing was changed.
+	ErrStaleToken = errors.New("coordinator: stale token")
+	// ErrNotHeld reports that a release found the claim already gone:
+	// released before, force-released, or expired. Nothing was deleted.
+	ErrNotHeld = errors.New("coordinator: seat not held by this claim")
+	// ErrSessionExpired reports that the claimant's session lease is gone
+	// or presumed gone by the local deadline.
+	ErrSessionExpired = errors.New("coordinator: session expired")
+	// ErrForceReleased reports that an operator force-released the seat.
+	ErrForceReleased = errors.New("coordinator: seat force-released")
+	// ErrInstanceGone reports that the instance a seat was bound to was
+	// deregistered or its agent's lease expired.
+	ErrInstanceGone = errors.New("coordinator: instance gone")
+	// ErrPoolDeleted reports that the pool was deleted while a seat was held.
+	ErrPoolDeleted = errors.New("coordinator: pool deleted")
+	// ErrSeatLost reports that the seat key vanished for a reason that could
+	// not be pinned down (for example deleted by hand with etcdctl).
+	ErrSeatLost = errors.New("coordinator: seat lost")
+	// ErrReleased is the Err of a claim that its holder released.
+	ErrReleased = errors.New("coordinator: seat released")
+	// ErrClosed reports use of a closed Session or Coordinator.
+	ErrClosed = errors.New("coordinator: closed")
+)

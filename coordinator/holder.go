@@ -1,0 +1,277 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {
+	return &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, rec: rec, inst: inst, donec: make(chan struct{})}
+}
+
+// Pool returns the pool name.
+func (cl *Claim) Pool() string { return cl.pool }
+
+// Seat returns the seat number, 0..capacity-1 at the time of the grant.
+func (cl *Claim) Seat() int { return cl.seat }
+
+// Token returns the fencing token: the create revision of the seat key. It
+// only grows for a given seat, so a downstream service can reject any token
+// older than the newest it has seen for that seat.
+func (cl *Claim) Token() int64 { return cl.token }
+
+// Holder returns the holder identity.
+func (cl *Claim) Holder() string { return cl.rec.Holder }
+
+// Tenant returns the tenant the seat is charged to, or "".
+func (cl *Claim) Tenant() string { return cl.rec.Tenant }
+
+// Lease returns the session lease the seat is bound to.
+func (cl *Claim) Lease() clientv3.LeaseID { return cl.sess.Lease() }
+
+// Instance returns the instance the seat is bound to, as registered when
+// the seat was granted, and false for an anonymous seat. After an ambiguous
+// claim was adopted only the ID is known.
+func (cl *Claim) Instance() (Instance, bool) {
+	if cl.inst == nil {
+		return Instance{}, false
+	}
+	return *cl.inst, true
+}
+
+// IsOwner returns a compare that holds while this claim holds its seat. Put
+// it in your own transactions to fence writes made on the holder's behalf.
+func (cl *Claim) IsOwner() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(cl.c.k.seat(cl.pool, cl.seat)), "=", cl.token)
+}
+
+// Done returns a channel that is closed when the seat is lost for any
+// reason: released, lease expired or presumed expired by the session's local
+// deadline, force-released, instance gone, pool deleted. The first call
+// starts a monitor (two watches); a claim nobody watches costs nothing.
+// Done closing is advice, not a fence: a holder that is paused may act after
+// it closes. Use IsOwner for the writes that must not happen then.
+func (cl *Claim) Done() <-chan struct{} {
+	cl.monOnce.Do(cl.startMonitor)
+	return cl.donec
+}
+
+// Err returns nil while the seat is held, and after Done closes the reason:
+// ErrReleased, ErrSessionExpired, ErrForceReleased (with the operator's
+// reason), ErrInstanceGone, ErrPoolDeleted or ErrSeatLost.
+func (cl *Claim) Err() error {
+	cl.monOnce.Do(cl.startMonitor)
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.err
+}
+
+// lose records the first loss reason and closes Done.
+func (cl *Claim) lose(err error, detail string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.err != nil {
+		return
+	}
+	if detail != "" {
+		err = fmt.Errorf("%w: %s", err, detail)
+	}
+	cl.err = err
+	close(cl.donec)
+	if cl.stopMon != nil {
+		cl.stopMon()
+	}
+	if !errors.Is(err, ErrReleased) {
+		cl.c.metrics.SeatLost(cl.pool, reasonOf(err))
+		cl.c.log.Warn("seat lost", "pool", cl.pool, "seat", cl.seat, "token", cl.token, "err", err)
+	}
+}
+
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, ErrReleased):
+		return ReasonReleased
+	case errors.Is(err, ErrSessionExpired):
+		return ReasonExpired
+	case errors.Is(err, ErrForceReleased):
+		return ReasonForceReleased
+	case errors.Is(err, ErrInstanceGone):
+		return ReasonInstanceGone
+	case errors.Is(err, ErrPoolDeleted):
+		return ReasonPoolDeleted
+	}
+	return ReasonUnknown
+}
+
+// startMonitor watches the seat key, the bound instance's key and the
+// session, from the grant's revision so that nothing in between is missed.
+func (cl *Claim) startMonitor() {
+	cl.mu.Lock()
+	if cl.err != nil {
+		cl.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(cl.c.ctx)
+	cl.stopMon = cancel
+	cl.mu.Unlock()
+	cl.c.goBackground(func(context.Context) { cl.monitor(ctx) })
+}
+
+func (cl *Claim) monitor(ctx context.Context) {
+	c := cl.c
+	seatKey := c.k.seat(cl.pool, cl.seat)
+	wctx := clientv3.WithRequireLeader(ctx)
+	seatW := c.cli.Watch(wctx, seatKey, clientv3.WithRev(cl.token))
+	var instW clientv3.WatchChan
+	if cl.rec.Instance != "" {
+		instW = c.cli.Watch(wctx, c.k.instance(cl.pool, cl.rec.Instance), clientv3.WithRev(cl.token))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cl.sess.Done():
+			cl.lose(ErrSessionExpired, fmt.Sprintf("lease %x", cl.sess.Lease()))
+			return
+		case wr, ok := <-seatW:
+			lost, resume := cl.seatEvent(ctx, wr, ok)
+			if lost || ctx.Err() != nil {
+				return
+			}
+			if resume > 0 {
+				seatW = c.cli.Watch(wctx, seatKey, clientv3.WithRev(resume))
+			}
+		case wr, ok := <-instW:
+			lost, resume := cl.instanceEvent(ctx, wr, ok)
+			if lost || ctx.Err() != nil {
+				return
+			}
+			if resume > 0 {
+				instW = c.cli.Watch(wctx, c.k.instance(cl.pool, cl.rec.Instance), clientv3.WithRev(resume))
+			}
+		}
+	}
+}
+
+// seatEvent handles one watch response on the seat key and reports whether
+// the seat is lost. When the watch broke (compaction, lost leader, closed
+// channel) it re-reads the key and returns the revision to watch from.
+func (cl *Claim) seatEvent(ctx context.Context, wr clientv3.WatchResponse, ok bool) (lost bool, resume int64) {
+	for _, ev := range wr.Events {
+		if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != cl.token {
+			cl.classify(ctx)
+			return true, 0
+		}
+	}
+	if ok && wr.Err() == nil {
+		return false, 0
+	}
+	kv, rev := cl.reread(ctx, cl.c.k.seat(cl.pool, cl.seat))
+	if rev > 0 && (kv == nil || kv.CreateRevision != cl.token) {
+		cl.classify(ctx)
+		return true, 0
+	}
+	return false, rev + 1
+}
+
+// instanceEvent is seatEvent for the bound instance's key.
+func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, ok bool) (lost bool, resume int64) {
+	for _, ev := range wr.Events {
+		if ev.Type == clientv3.EventTypeDelete {
+			cl.instanceGone()
+			return true, 0
+		}
+	}
+	if ok && wr.Err() == nil {
+		return false, 0
+	}
+	kv, rev := cl.reread(ctx, cl.c.k.instance(cl.pool, cl.rec.Instance))
+	if rev > 0 && kv == nil {
+		cl.instanceGone()
+		return true, 0
+	}
+	return false, rev + 1
+}
+
+// reread gets one key, retrying until it succeeds or ctx ends (rev 0).
+func (cl *Claim) reread(ctx context.Context, key string) (*mvccpb.KeyValue, int64) {
+	for {
+		resp, err := cl.c.cli.Get(ctx, key)
+		if err == nil {
+			if len(resp.Kvs) == 0 {
+				return nil, resp.Header.Revision
+			}
+			return resp.Kvs[0], resp.Header.Revision
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// classify finds out why the seat key went away.
+func (cl *Claim) classify(ctx context.Context) {
+	c := cl.c
+	ops := []clientv3.Op{clientv3.OpGet(c.k.released(cl.pool, cl.seat)), clientv3.OpGet(c.k.spec(cl.pool))}
+	if cl.rec.Instance != "" {
+		ops = append(ops, clientv3.OpGet(c.k.instance(cl.pool, cl.rec.Instance)))
+	}
+	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		cl.lose(ErrSeatLost, err.Error())
+		return
+	}
+	get := func(i int) []byte {
+		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+			return kvs[0].Value
+		}
+		return nil
+	}
+	var rel releaseRecord
+	if b := get(0); b != nil && json.Unmarshal(b, &rel) == nil && rel.Token == cl.token {
+		if rel.Forced {
+			cl.lose(ErrForceReleased, fmt.Sprintf("by %s: %s", rel.By, rel.Reason))
+		} else {
+			cl.lose(ErrReleased, "")
+		}
+		return
+	}
+	switch {
+	case get(1) == nil:
+		cl.lose(ErrPoolDeleted, cl.pool)
+	case cl.rec.Instance != "" && get(2) == nil:
+		cl.lose(ErrInstanceGone, cl.rec.Instance)
+	default:
+		cl.lose(cl.leaseVerdict(ctx), "")
+	}
+}
+
+// leaseVerdict tells an expired lease from a seat deleted by hand.
+func (cl *Claim) leaseVerdict(ctx context.Context) error {
+	ttl, err := cl.c.cli.TimeToLive(ctx, cl.sess.Lease())
+	if cl.sess.Err() != nil || (err == nil && ttl.TTL <= 0) {
+		return ErrSessionExpired
+	}
+	return ErrSeatLost
+}
+
+// instanceGone ends a claim whose instance left, and frees its seat so that
+// it does not count against the pool until the holder notices.
+func (cl *Claim) instanceGone() {
+	cl.lose(ErrInstanceGone, cl.rec.Instance)
+	ctx, cancel := cl.c.cleanupCtx()
+	defer cancel()
+	ops := cl.c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{Reason: "instance gone", By: cl.rec.Holder})
+	if _, err := cl.c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit(); err != nil {
+		cl.c.log.Warn("free seat of gone instance", "pool", cl.pool, "seat", cl.seat, "err", err)
+	}
+}

@@ -1,0 +1,174 @@
+package coordinator
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The key schema. This file is the only place that builds or parses keys.
+//
+//	<root>/pools/<pool>/spec                       pool spec (JSON), no lease
+//	<root>/pools/<pool>/instances/<instance>       instance (JSON), agent's lease
+//	<root>/pools/<pool>/seats/<seat>               seat (JSON), holder's lease
+//	<root>/pools/<pool>/binds/<instance>/<slot>    instance slot, holder's lease
+//	<root>/pools/<pool>/tenants/<tenant>/<slot>    tenant slot, holder's lease
+//	<root>/pools/<pool>/queue/<lease>-<nonce>      waiter (JSON), waiter's lease
+//	<root>/pools/<pool>/fences/<lease>             claim fence, claimant's lease
+//	<root>/pools/<pool>/released/<seat>            last release record (JSON)
+//
+// Seat and slot numbers are zero-padded to slotWidth digits so that lexical
+// order is numeric order and "seats/1" is never a prefix of "seats/10".
+// Leases and nonces are 16 hex digits. Names never contain '/'.
+
+const (
+	slotWidth = 7 // holds 0..9,999,999; MaxCapacity is 1,000,000
+	hexWidth  = 16
+)
+
+// Key kinds, by the segment that follows the pool name.
+const (
+	segSpec      = "spec"
+	segInstances = "instances"
+	segSeats     = "seats"
+	segBinds     = "binds"
+	segTenants   = "tenants"
+	segQueue     = "queue"
+	segFences    = "fences"
+	segReleased  = "released"
+)
+
+// keys builds keys under one root prefix.
+type keys struct{ root string }
+
+func (k keys) pools() string             { return k.root + "/pools/" }
+func (k keys) pool(p string) string      { return k.pools() + p + "/" }
+func (k keys) spec(p string) string      { return k.pool(p) + segSpec }
+func (k keys) instances(p string) string { return k.pool(p) + segInstances + "/" }
+func (k keys) instance(p, id string) string {
+	return k.instances(p) + id
+}
+func (k keys) seats(p string) string       { return k.pool(p) + segSeats + "/" }
+func (k keys) seat(p string, n int) string { return k.seats(p) + slot(n) }
+func (k keys) binds(p, id string) string   { return k.pool(p) + segBinds + "/" + id + "/" }
+func (k keys) bind(p, id string, n int) string {
+	return k.binds(p, id) + slot(n)
+}
+func (k keys) tenants(p, t string) string { return k.pool(p) + segTenants + "/" + t + "/" }
+func (k keys) tenant(p, t string, n int) string {
+	return k.tenants(p, t) + slot(n)
+}
+func (k keys) queue(p string) string { return k.pool(p) + segQueue + "/" }
+func (k keys) queueKey(p string, lease clientv3.LeaseID, nonce uint64) string {
+	return fmt.Sprintf("%s%016x-%016x", k.queue(p), uint64(lease), nonce)
+}
+func (k keys) fence(p string, lease clientv3.LeaseID) string {
+	return fmt.Sprintf("%s%s/%016x", k.pool(p), segFences, uint64(lease))
+}
+func (k keys) released(p string, n int) string {
+	return k.pool(p) + segReleased + "/" + slot(n)
+}
+
+func slot(n int) string { return fmt.Sprintf("%0*d", slotWidth, n) }
+
+// parsedKey is a key under <root>/pools/ split into its parts.
+type parsedKey struct {
+	Pool string
+	Seg  string // one of the seg* constants
+	Name string // instance, tenant or queue entry name; empty otherwise
+	Slot int    // seat or slot number; -1 where the kind has none
+}
+
+// parse splits a key built by keys. It rejects anything else, so that a
+// stray key written by hand is ignored rather than misread.
+func (k keys) parse(key string) (parsedKey, error) {
+	bad := func(why string) (parsedKey, error) {
+		return parsedKey{}, fmt.Errorf("%w: key %q: %s", ErrInvalid, key, why)
+	}
+	rest, ok := strings.CutPrefix(key, k.pools())
+	if !ok {
+		return bad("outside the pools prefix")
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 2 || validName(parts[0]) != nil {
+		return bad("bad pool segment")
+	}
+	pk := parsedKey{Pool: parts[0], Seg: parts[1], Slot: -1}
+	args := parts[2:]
+	var err error
+	switch pk.Seg {
+	case segSpec:
+		if len(args) != 0 {
+			return bad("spec has no children")
+		}
+	case segInstances:
+		if len(args) != 1 || validName(args[0]) != nil {
+			return bad("bad instance id")
+		}
+		pk.Name = args[0]
+	case segSeats, segReleased:
+		if len(args) != 1 {
+			return bad("bad seat")
+		}
+		pk.Slot, err = parseSlot(args[0])
+	case segBinds, segTenants:
+		if len(args) != 2 || validName(args[0]) != nil {
+			return bad("bad slot key")
+		}
+		pk.Name = args[0]
+		pk.Slot, err = parseSlot(args[1])
+	case segQueue, segFences:
+		if len(args) != 1 || !validHexName(args[0], pk.Seg == segQueue) {
+			return bad("bad lease segment")
+		}
+		pk.Name = args[0]
+	default:
+		return bad("unknown segment")
+	}
+	if err != nil {
+		return bad(err.Error())
+	}
+	return pk, nil
+}
+
+func parseSlot(s string) (int, error) {
+	if len(s) != slotWidth {
+		return 0, fmt.Errorf("slot %q is not %d digits", s, slotWidth)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("slot %q is not a number", s)
+	}
+	return n, nil
+}
+
+// validHexName accepts <16 hex> or, for queue entries, <16 hex>-<16 hex>.
+func validHexName(s string, pair bool) bool {
+	want := hexWidth
+	if pair {
+		want = 2*hexWidth + 1
+	}
+	if len(s) != want {
+		return false
+	}
+	for i, r := range s {
+		if pair && i == hexWidth {
+			if r != '-' {
+				return false
+			}
+			continue
+		}
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// leaseOfHex reads the lease from a queue or fence name.
+func leaseOfHex(name string) clientv3.LeaseID {
+	v, _ := strconv.ParseUint(name[:hexWidth], 16, 64)
+	return clientv3.LeaseID(v)
+}

@@ -1,0 +1,162 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Snapshot reads for operators. Each reads at one revision; lease TTLs are
+// read right after, one request per distinct lease.
+
+// seatOf decodes a seat key and value.
+func (c *Coordinator) seatOf(pool string, kv *mvccpb.KeyValue) (Seat, bool) {
+	pk, err := c.k.parse(string(kv.Key))
+	if err != nil || pk.Seg != segSeats {
+		return Seat{}, false
+	}
+	rec := seatRecord{TenantSlot: -1, BindSlot: -1}
+	if json.Unmarshal(kv.Value, &rec) != nil {
+		return Seat{}, false
+	}
+	return Seat{
+		Pool: pool, Seat: pk.Slot, Holder: rec.Holder, Tenant: rec.Tenant, Instance: rec.Instance,
+		Token: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), ClaimedAt: rec.ClaimedAt, TTL: -1,
+		tenantSlot: rec.TenantSlot, bindSlot: rec.BindSlot,
+	}, true
+}
+
+// readPool reads a pool's whole state; ErrPoolNotFound without a spec.
+func (c *Coordinator) readPool(ctx context.Context, pool string) (*poolState, error) {
+	if err := validName(pool); err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	resp, err := c.getPool(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: read pool %q: %w", pool, err)
+	}
+	st := newPoolState(c.k, pool)
+	st.load(resp.Header.Revision, resp.Kvs)
+	if st.specKV == nil {
+		return nil, fmt.Errorf("%w: %q", ErrPoolNotFound, pool)
+	}
+	return st, nil
+}
+
+// Seats lists a pool's held seats in seat order, with lease TTL left.
+func (c *Coordinator) Seats(ctx context.Context, pool string) ([]Seat, error) {
+	st, err := c.readPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	var out []Seat
+	ttls := map[clientv3.LeaseID]time.Duration{}
+	for _, kv := range st.seats {
+		s, ok := c.seatOf(pool, kv)
+		if !ok {
+			continue
+		}
+		if _, seen := ttls[s.Lease]; !seen {
+			ttls[s.Lease] = -1
+			if r, err := c.cli.TimeToLive(ctx, s.Lease); err == nil && r.TTL >= 0 {
+				ttls[s.Lease] = time.Duration(r.TTL) * time.Second
+			}
+		}
+		s.TTL = ttls[s.Lease]
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seat < out[j].Seat })
+	return out, nil
+}
+
+// Queue lists a pool's waiters in the order they will be served.
+func (c *Coordinator) Queue(ctx context.Context, pool string) ([]Waiter, error) {
+	st, err := c.readPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return c.waitersOf(st), nil
+}
+
+func (c *Coordinator) waitersOf(st *poolState) []Waiter {
+	var out []Waiter
+	for _, kv := range st.waiters() {
+		var rec waiterRecord
+		_ = json.Unmarshal(kv.Value, &rec) // a bad value still occupies its place
+		out = append(out, Waiter{
+			Pool: st.pool, Position: len(out), Holder: rec.Holder, Tenant: rec.Tenant,
+			Instance: rec.Instance, Labels: rec.Labels, Lease: clientv3.LeaseID(kv.Lease),
+			Since: rec.Since, Revision: kv.CreateRevision,
+		})
+	}
+	return out
+}
+
+// Instances lists a pool's registered instances by ID.
+func (c *Coordinator) Instances(ctx context.Context, pool string) ([]Instance, error) {
+	st, err := c.readPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Instance, 0, len(st.instances))
+	for _, id := range sortedKeys(st.instances) {
+		out = append(out, st.instances[id])
+	}
+	return out, nil
+}
+
+// PoolStatus summarises one pool.
+func (c *Coordinator) PoolStatus(ctx context.Context, pool string) (PoolStatus, error) {
+	st, err := c.readPool(ctx, pool)
+	if err != nil {
+		return PoolStatus{}, err
+	}
+	return statusOf(st), nil
+}
+
+func statusOf(st *poolState) PoolStatus {
+	ps := PoolStatus{Name: st.pool, Spec: st.spec, Held: len(st.seats), Waiting: len(st.queue), Instances: len(st.instances)}
+	if st.specKV != nil {
+		ps.Revision = st.specKV.ModRevision
+	}
+	if st.specErr != nil {
+		ps.SpecError = st.specErr.Error()
+	}
+	ps.Free = max(ps.Spec.Capacity-ps.Held, 0)
+	return ps
+}
+
+// ListPools summarises every pool, by name. A pool whose spec is malformed
+// is listed with SpecError set rather than hidden.
+func (c *Coordinator) ListPools(ctx context.Context) ([]PoolStatus, error) {
+	resp, err := c.cli.Get(ctx, c.k.pools(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: list pools: %w", err)
+	}
+	states := map[string]*poolState{}
+	for _, kv := range resp.Kvs {
+		pk, err := c.k.parse(string(kv.Key))
+		if err != nil {
+			continue
+		}
+		st, ok := states[pk.Pool]
+		if !ok {
+			st = newPoolState(c.k, pk.Pool)
+			st.rev = resp.Header.Revision
+			states[pk.Pool] = st
+		}
+		st.put(kv)
+	}
+	var out []PoolStatus
+	for _, name := range sortedKeys(states) {
+		if st := states[name]; st.specKV != nil {
+			out = append(out, statusOf(st))
+		}
+	}
+	return out, nil
+}

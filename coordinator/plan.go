@@ -1,0 +1,219 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// claimRequest is everything a plan needs besides the pool's state.
+type claimRequest struct {
+	opts     claimOptions
+	lease    clientv3.LeaseID
+	nonce    uint64
+	queueKey string // set for a queued waiter
+	queueRev int64  // its create revision
+}
+
+// claimPlan is one claim transaction: compares and writes that together take
+// a seat, and the slots it chose.
+type claimPlan struct {
+	lease clientv3.LeaseID
+	rec   seatRecord
+	seat  int
+	inst  *Instance
+	cmps  []clientv3.Cmp
+	ops   []clientv3.Op
+}
+
+// errNotHead is returned to a queued waiter that is not first in line.
+var errNotHead = errors.New("coordinator: not first in queue")
+
+// plan builds the claim transaction for req, or says why there is no seat.
+// It reads only s; the compares it emits re-check on the server every fact
+// it relied on:
+//
+//   - the spec's mod revision (capacity, tenant limits, mode);
+//   - the queue: empty for a fresh claim, nobody ahead for a waiter, and the
+//     waiter's own key still there (etcd#19597);
+//   - the claimant's fence key (see fence in claim.go);
+//   - for each limited set (pool seats, tenant slots, instance slots), that
+//     the chosen slot is free and that no more than limit-1 others are held
+//     (see takeSlot).
+func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
+	if s.specKV == nil {
+		return nil, fmt.Errorf("%w: %q", ErrPoolNotFound, s.pool)
+	}
+	if s.specErr != nil {
+		return nil, s.specErr
+	}
+	p := &claimPlan{lease: req.lease, rec: seatRecord{
+		Holder: req.opts.holder, Tenant: req.opts.tenant, Nonce: req.nonce,
+		ClaimedAt: time.Now().UTC(), TenantSlot: -1, BindSlot: -1,
+	}}
+	p.cmps = append(p.cmps,
+		clientv3.Compare(clientv3.ModRevision(s.k.spec(s.pool)), "=", s.specKV.ModRevision),
+		clientv3.Compare(clientv3.ModRevision(s.k.fence(s.pool, req.lease)), "=", s.fences[req.lease]))
+	if err := s.planQueue(p, req); err != nil {
+		return nil, err
+	}
+	seat, cmps, ok := takeSlot(s.seats2revs(), s.spec.Capacity, s.rev, s.k.seats(s.pool), func(n int) string { return s.k.seat(s.pool, n) })
+	if !ok {
+		return nil, fmt.Errorf("%w: pool %q holds %d of %d", ErrNoSeat, s.pool, len(s.seats), s.spec.Capacity)
+	}
+	p.seat, p.cmps = seat, append(p.cmps, cmps...)
+	if err := s.planTenant(p, req); err != nil {
+		return nil, err
+	}
+	if err := s.planInstance(p, req); err != nil {
+		return nil, err
+	}
+	val, _ := json.Marshal(p.rec)
+	p.ops = append(p.ops, clientv3.OpPut(s.k.seat(s.pool, seat), string(val), clientv3.WithLease(req.lease)))
+	if req.queueKey != "" {
+		p.ops = append(p.ops, clientv3.OpDelete(req.queueKey))
+	}
+	return p, nil
+}
+
+func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
+	q := s.k.queue(s.pool)
+	if req.queueKey == "" {
+		if len(s.queue) > 0 {
+			return fmt.Errorf("%w: pool %q has %d waiters ahead", ErrNoSeat, s.pool, len(s.queue))
+		}
+		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(q).WithPrefix(), "=", 0))
+		return nil
+	}
+	if _, ok := s.queue[req.queueKey]; !ok {
+		return fmt.Errorf("%w: queue entry of lease %x is gone", ErrSessionExpired, req.lease)
+	}
+	for _, kv := range s.queue {
+		if kv.CreateRevision < req.queueRev {
+			return errNotHead
+		}
+	}
+	p.cmps = append(p.cmps,
+		clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev),
+		clientv3.Compare(clientv3.CreateRevision(q).WithPrefix(), ">", req.queueRev-1))
+	return nil
+}
+
+func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {
+	t := req.opts.tenant
+	limit, limited := s.spec.LimitFor(t)
+	if !limited {
+		return nil
+	}
+	n, cmps, ok := takeSlot(s.tenants[t], limit, s.rev, s.k.tenants(s.pool, t), func(n int) string { return s.k.tenant(s.pool, t, n) })
+	if !ok {
+		return fmt.Errorf("%w: tenant %q holds %d of its limit %d", ErrNoSeat, t, len(s.tenants[t]), limit)
+	}
+	p.rec.TenantSlot = n
+	p.cmps = append(p.cmps, cmps...)
+	p.ops = append(p.ops, clientv3.OpPut(s.k.tenant(s.pool, t, n), slot(p.seat), clientv3.WithLease(req.lease)))
+	return nil
+}
+
+func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
+	o := req.opts
+	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
+		return nil // anonymous seat
+	}
+	if o.instance != "" {
+		if _, ok := s.instances[o.instance]; !ok {
+			return fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, o.instance, s.pool)
+		}
+	}
+	var best *Instance
+	var bestCmps []clientv3.Cmp
+	bestSlot, bestLoad := -1, 0
+	for _, id := range sortedKeys(s.instances) {
+		in := s.instances[id]
+		if in.State != InstanceReady || (o.instance != "" && id != o.instance) || !in.Matches(o.labels) {
+			continue
+		}
+		n, cmps, ok := takeSlot(s.binds[id], in.Seats, s.rev, s.k.binds(s.pool, id), func(n int) string { return s.k.bind(s.pool, id, n) })
+		// Spread load: prefer the least loaded instance, ties at random.
+		load := len(s.binds[id])
+		if ok && (best == nil || load < bestLoad || (load == bestLoad && rand.IntN(2) == 0)) {
+			best, bestCmps, bestSlot, bestLoad = &in, cmps, n, load
+		}
+	}
+	if best == nil {
+		return fmt.Errorf("%w: no ready instance with a free seat matches in pool %q", ErrNoSeat, s.pool)
+	}
+	p.inst, p.rec.Instance, p.rec.BindSlot = best, best.ID, bestSlot
+	p.cmps = append(p.cmps, bestCmps...)
+	p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(s.k.instance(s.pool, best.ID)), "=", best.Revision))
+	p.ops = append(p.ops, clientv3.OpPut(s.k.bind(s.pool, best.ID, bestSlot), slot(p.seat), clientv3.WithLease(req.lease)))
+	return nil
+}
+
+func (s *poolState) seats2revs() map[int]int64 {
+	m := make(map[int]int64, len(s.seats))
+	for n, kv := range s.seats {
+		m[n] = kv.CreateRevision
+	}
+	return m
+}
+
+// takeSlot picks a free slot in [0, limit) of a set whose held slots are
+// held, and returns the compares that make taking it safe:
+//
+//   - the slot's key has CreateRevision 0 (nobody holds it);
+//   - fast path, when nothing at or above limit is held: no key exists in
+//     [key(limit), end of prefix). Then every held slot is below limit and
+//     distinct, so at most limit are held after the put, whatever else
+//     happened since the state was read;
+//   - slow path, after limit shrank below a held slot: every key under the
+//     prefix has CreateRevision <= rev. Keys only appear by creation, so the
+//     set held now is a subset of the set this state saw at rev, which held
+//     fewer than limit (counted below).
+func takeSlot(held map[int]int64, limit int, rev int64, prefix string, key func(int) string) (int, []clientv3.Cmp, bool) {
+	if len(held) >= limit {
+		return 0, nil, false
+	}
+	high := false
+	for n := range held {
+		if n >= limit {
+			high = true
+			break
+		}
+	}
+	if high && rev == 0 {
+		return 0, nil, false // the slow path needs a real snapshot
+	}
+	n := freeSlot(held, limit)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key(n)), "=", 0)}
+	if high {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(prefix).WithPrefix(), "<", rev+1))
+	} else {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key(limit)).WithRange(clientv3.GetPrefixRangeEnd(prefix)), "=", 0))
+	}
+	return n, cmps, true
+}
+
+// freeSlot returns a free slot in [0, limit), chosen at random so that
+// concurrent claimants working from the same state rarely collide. The
+// caller has checked that fewer than limit slots are held.
+func freeSlot(held map[int]int64, limit int) int {
+	for range 8 {
+		n := rand.IntN(limit)
+		if _, taken := held[n]; !taken {
+			return n
+		}
+	}
+	start := rand.IntN(limit)
+	for i := range limit {
+		n := (start + i) % limit
+		if _, taken := held[n]; !taken {
+			return n
+		}
+	}
+	panic("coordinator: freeSlot called on a full set")
+}

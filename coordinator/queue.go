@@ -1,0 +1,214 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The queue. A waiter puts a key under queue/, bound to its lease; keys are
+// ordered by create revision, which is arrival order. Only the first waiter
+// (the head) watches the pool and sends claim txns; every other waiter
+// watches just the key of the waiter in front of it, so a grant or a
+// cancellation wakes exactly one waiter. The head's claim txn deletes its
+// queue key in the same transaction and compares that its key still exists
+// and that no key ahead of it does, so a waiter whose session died is never
+// granted (etcd#19597), and a fresh claim, which compares an empty queue,
+// never overtakes a waiter.
+//
+// Fairness is strict FIFO across the whole pool: a head waiter that cannot
+// be served because of its own tenant limit or instance selector holds up
+// the waiters behind it until it can be served or gives up.
+
+// waitable reports whether a refusal may resolve by waiting.
+func waitable(err error) bool {
+	return errors.Is(err, ErrNoSeat) || errors.Is(err, ErrInstanceNotFound)
+}
+
+// wait queues the claimant and blocks until granted or ctx ends. On any
+// failure it removes its queue key before returning.
+func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
+	qkey := c.k.queueKey(pool, req.lease, req.nonce)
+	qrev, err := c.enqueue(ctx, s, pool, req, qkey)
+	if err != nil {
+		return nil, err
+	}
+	req.queueKey, req.queueRev = qkey, qrev
+	cl, err := c.waitTurn(ctx, s, pool, req)
+	if err != nil {
+		c.dequeue(s, pool, req)
+		return nil, err
+	}
+	return cl, nil
+}
+
+// enqueue puts the queue key, fenced like a claim so that an ambiguous put
+// can be cancelled (see resolve). It returns the key's create revision.
+func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string) (int64, error) {
+	o := req.opts
+	val, _ := json.Marshal(waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: time.Now().UTC()})
+	sh := c.shared(pool)
+	fence := c.k.fence(pool, req.lease)
+	for {
+		sh.mu.Lock()
+		frev := sh.st.fences[req.lease]
+		sh.mu.Unlock()
+		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(fence), "=", frev)).
+			Then(clientv3.OpPut(qkey, string(val), clientv3.WithLease(req.lease))).
+			Else(clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
+		if err == nil && resp.Succeeded {
+			return resp.Header.Revision, nil
+		}
+		if err != nil {
+			_, resp, err = c.resolve(ctx, s, pool, req, err)
+			if err != nil {
+				return 0, err
+			}
+			for _, kv := range rangeKvs(resp) {
+				if string(kv.Key) == qkey {
+					return kv.CreateRevision, nil
+				}
+			}
+		}
+		sh.mu.Lock()
+		sh.st.load(resp.Header.Revision, rangeKvs(resp))
+		sh.mu.Unlock()
+	}
+}
+
+// dequeue removes a waiter that gave up. If etcd cannot be reached now, the
+// removal continues in the background until the session ends.
+func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
+	ctx, cancel := c.cleanupCtx()
+	defer cancel()
+	if _, err := c.cli.Delete(ctx, req.queueKey); err != nil {
+		c.log.Warn("remove queue key", "pool", pool, "key", req.queueKey, "err", err)
+		c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
+	}
+}
+
+// waitTurn waits for the waiters ahead to leave, then serves as head.
+func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
+	for {
+		resp, err := c.cli.Txn(ctx).Then(
+			clientv3.OpGet(req.queueKey),
+			clientv3.OpGet(c.k.queue(pool), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(req.queueRev-1),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
+		).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: read queue of %q: %w", pool, err)
+		}
+		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+			return nil, c.queueGone(ctx, s, pool)
+		}
+		if ahead := resp.Responses[1].GetResponseRange().Kvs; len(ahead) > 0 {
+			if err := c.waitDelete(ctx, s, string(ahead[0].Key), resp.Header.Revision); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		cl, err := c.serveHead(ctx, s, pool, req)
+		if errors.Is(err, errNotHead) {
+			continue
+		}
+		return cl, err
+	}
+}
+
+// queueGone explains why a waiter's queue key vanished.
+func (c *Coordinator) queueGone(ctx context.Context, s *Session, pool string) error {
+	if s.Err() == nil {
+		if _, err := c.GetPool(ctx, pool); errors.Is(err, ErrPoolNotFound) {
+			return fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
+		}
+	}
+	return fmt.Errorf("%w: queue entry of lease %x is gone", ErrSessionExpired, s.Lease())
+}
+
+// waitDelete blocks until key is deleted after rev, the watch breaks (the
+// caller re-checks), the session ends, or ctx ends.
+func (c *Coordinator) waitDelete(ctx context.Context, s *Session, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := c.cli.Watch(wctx, key, clientv3.WithRev(rev+1))
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.Done():
+			return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				return nil
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// serveHead runs while the waiter is first in line. It keeps an exact
+// snapshot of the pool (a read, then every watch event after it) and sends
+// a claim txn only when the snapshot shows a seat it may take.
+func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
+	st := newPoolState(c.k, pool)
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	var wch clientv3.WatchChan
+	for {
+		if wch == nil { // (re)list, then watch from the next revision
+			resp, err := c.getPool(ctx, pool)
+			if err != nil {
+				return nil, fmt.Errorf("coordinator: read pool %q: %w", pool, err)
+			}
+			st.load(resp.Header.Revision, resp.Kvs)
+			wch = c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(st.rev+1))
+		}
+		if cl, err := c.tryHead(ctx, s, pool, req, st); cl != nil || err != nil {
+			return cl, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.Done():
+			return nil, fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				wch = nil // compacted or broken: re-list, never resume at the compact revision
+				continue
+			}
+			st.apply(wr.Events)
+		}
+	}
+}
+
+// tryHead plans on the head's snapshot and sends at most one claim txn. It
+// returns (nil, nil) when the waiter should keep waiting.
+func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState) (*Claim, error) {
+	for {
+		p, err := st.plan(req)
+		switch {
+		case err == nil:
+		case waitable(err):
+			return nil, nil
+		case errors.Is(err, ErrPoolNotFound):
+			return nil, fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
+		case errors.Is(err, ErrSessionExpired):
+			return nil, c.queueGone(ctx, s, pool)
+		default:
+			return nil, err
+		}
+		cl, resp, err := c.commit(ctx, s, pool, req, p)
+		if err != nil || cl != nil {
+			return cl, err
+		}
+		absorb(st, p, resp)
+	}
+}

@@ -1,0 +1,117 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// releaseOps deletes a seat and the slot keys taken with it, each fenced by
+// token, and records who released it. The caller compares the seat's token.
+// The tenant and instance slot deletes sit in nested txns so that a slot key
+// re-created under another claim (only possible by hand) is left alone.
+func (c *Coordinator) releaseOps(pool string, seat int, token int64, rec seatRecord, rel releaseRecord) []clientv3.Op {
+	ops := []clientv3.Op{clientv3.OpDelete(c.k.seat(pool, seat))}
+	fenced := func(key string) clientv3.Op {
+		return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", token)},
+			[]clientv3.Op{clientv3.OpDelete(key)}, nil)
+	}
+	if rec.TenantSlot >= 0 && rec.Tenant != "" {
+		ops = append(ops, fenced(c.k.tenant(pool, rec.Tenant, rec.TenantSlot)))
+	}
+	if rec.BindSlot >= 0 && rec.Instance != "" {
+		ops = append(ops, fenced(c.k.bind(pool, rec.Instance, rec.BindSlot)))
+	}
+	rel.Token = token
+	val, _ := json.Marshal(rel)
+	return append(ops, clientv3.OpPut(c.k.released(pool, seat), string(val)))
+}
+
+// Release gives the seat back. It is fenced by the token: it deletes the
+// seat only if this claim still holds it, so a late or repeated release never
+// frees a newer holder's seat. It returns nil when it freed the seat and
+// ErrNotHeld when the seat was already gone (released before, expired,
+// force-released). ctx bounds the call; an ambiguous failure is retried
+// until ctx is done, which is safe because the release is idempotent.
+func (cl *Claim) Release(ctx context.Context) error {
+	c := cl.c
+	seatKey := c.k.seat(cl.pool, cl.seat)
+	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{By: cl.rec.Holder, At: time.Now().UTC()})
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit()
+		if err == nil {
+			cl.lose(ErrReleased, "")
+			sh := c.shared(cl.pool)
+			sh.mu.Lock()
+			sh.st.del(seatKey)
+			sh.mu.Unlock()
+			if !resp.Succeeded {
+				return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
+			}
+			c.log.Debug("seat released", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// ForceRelease frees a seat on an operator's behalf, only if it is still
+// held under token (ErrStaleToken otherwise, ErrSeatNotFound if nobody
+// holds it). It records the reason; the holder's Done closes with
+// ErrForceReleased carrying it. The holder's process is not stopped by this:
+// it learns of the loss through Done, and a holder that is paused or cut off
+// may keep working until its own writes fail their IsOwner fence.
+func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, token int64, reason string) (Seat, error) {
+	cur, err := c.Seat(ctx, pool, seat)
+	if err != nil {
+		return Seat{}, err
+	}
+	if cur.Token != token {
+		return cur, fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", ErrStaleToken, pool, seat, cur.Token, token)
+	}
+	rec := seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot}
+	ops := c.releaseOps(pool, seat, token, rec, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
+	key := c.k.seat(pool, seat)
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).Then(ops...).Commit()
+	if err != nil {
+		return Seat{}, fmt.Errorf("coordinator: force-release pool %q seat %d: %w", pool, seat, err)
+	}
+	if !resp.Succeeded {
+		return cur, fmt.Errorf("%w: pool %q seat %d changed hands", ErrStaleToken, pool, seat)
+	}
+	c.log.Info("seat force-released", "pool", pool, "seat", seat, "token", token, "reason", reason)
+	return cur, nil
+}
+
+// Seat reads one held seat. ErrSeatNotFound if nobody holds it.
+func (c *Coordinator) Seat(ctx context.Context, pool string, seat int) (Seat, error) {
+	if err := validName(pool); err != nil {
+		return Seat{}, fmt.Errorf("pool: %w", err)
+	}
+	if seat < 0 || seat >= MaxCapacity {
+		return Seat{}, fmt.Errorf("%w: seat %d is outside 0..%d", ErrInvalid, seat, MaxCapacity-1)
+	}
+	resp, err := c.cli.Get(ctx, c.k.seat(pool, seat))
+	if err != nil {
+		return Seat{}, fmt.Errorf("coordinator: get seat: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		if _, err := c.GetPool(ctx, pool); errors.Is(err, ErrPoolNotFound) {
+			return Seat{}, err
+		}
+		return Seat{}, fmt.Errorf("%w: pool %q seat %d", ErrSeatNotFound, pool, seat)
+	}
+	s, ok := c.seatOf(pool, resp.Kvs[0])
+	if !ok {
+		return Seat{}, fmt.Errorf("%w: pool %q seat %d has a malformed value", ErrInvalid, pool, seat)
+	}
+	return s, nil
+}

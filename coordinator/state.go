@@ -1,0 +1,166 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"sort"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// poolState is one pool's keys as read from etcd, parsed once per change.
+//
+// It is a snapshot at rev, updated by watch events (which keep it a snapshot
+// at a later rev) or by a claimant's own writes (which do not move rev).
+// Claim plans are built from it, and every fact a plan relies on is
+// re-checked by the plan's compares, so a stale state costs a failed txn,
+// never safety. The one rule that reads rev: every key present with a create
+// revision <= rev is in the state, unless this process deleted it.
+type poolState struct {
+	k    keys
+	pool string
+	rev  int64 // 0: never loaded
+
+	specKV  *mvccpb.KeyValue
+	spec    PoolSpec
+	specErr error
+
+	seats     map[int]*mvccpb.KeyValue
+	instances map[string]Instance
+	binds     map[string]map[int]int64 // instance -> slot -> create revision
+	tenants   map[string]map[int]int64 // tenant -> slot -> create revision
+	queue     map[string]*mvccpb.KeyValue
+	fences    map[clientv3.LeaseID]int64 // lease -> mod revision
+}
+
+func newPoolState(k keys, pool string) *poolState {
+	s := &poolState{k: k, pool: pool}
+	s.reset()
+	return s
+}
+
+func (s *poolState) reset() {
+	s.specKV, s.spec, s.specErr = nil, PoolSpec{}, nil
+	s.seats = map[int]*mvccpb.KeyValue{}
+	s.instances = map[string]Instance{}
+	s.binds = map[string]map[int]int64{}
+	s.tenants = map[string]map[int]int64{}
+	s.queue = map[string]*mvccpb.KeyValue{}
+	s.fences = map[clientv3.LeaseID]int64{}
+}
+
+// load replaces the state with a full read of the pool prefix at rev. An
+// older read than the one held is ignored.
+func (s *poolState) load(rev int64, kvs []*mvccpb.KeyValue) {
+	if rev < s.rev {
+		return
+	}
+	s.reset()
+	s.rev = rev
+	for _, kv := range kvs {
+		s.put(kv)
+	}
+}
+
+// apply folds in watch events. Events at or below rev are already in.
+func (s *poolState) apply(evs []*clientv3.Event) {
+	for _, ev := range evs {
+		if ev.Kv.ModRevision <= s.rev {
+			continue
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			s.del(string(ev.Kv.Key))
+		} else {
+			s.put(ev.Kv)
+		}
+	}
+	if n := len(evs); n > 0 && evs[n-1].Kv.ModRevision > s.rev {
+		s.rev = evs[n-1].Kv.ModRevision
+	}
+}
+
+// put records one key. Keys that do not parse are ignored.
+func (s *poolState) put(kv *mvccpb.KeyValue) {
+	pk, err := s.k.parse(string(kv.Key))
+	if err != nil || pk.Pool != s.pool {
+		return
+	}
+	switch pk.Seg {
+	case segSpec:
+		s.specKV = kv
+		s.spec, s.specErr = decodeSpec(s.pool, kv.Value)
+	case segInstances:
+		var in Instance
+		if json.Unmarshal(kv.Value, &in) != nil || in.ID != pk.Name {
+			return // not ours to admit; claims never bind to it
+		}
+		in.defaults()
+		if in.validate() != nil {
+			return
+		}
+		in.Lease, in.Revision = clientv3.LeaseID(kv.Lease), kv.ModRevision
+		s.instances[pk.Name] = in
+	case segSeats:
+		s.seats[pk.Slot] = kv
+	case segBinds:
+		setSlot(s.binds, pk.Name, pk.Slot, kv.CreateRevision)
+	case segTenants:
+		setSlot(s.tenants, pk.Name, pk.Slot, kv.CreateRevision)
+	case segQueue:
+		s.queue[string(kv.Key)] = kv
+	case segFences:
+		s.fences[leaseOfHex(pk.Name)] = kv.ModRevision
+	}
+}
+
+func (s *poolState) del(key string) {
+	pk, err := s.k.parse(key)
+	if err != nil || pk.Pool != s.pool {
+		return
+	}
+	switch pk.Seg {
+	case segSpec:
+		s.specKV, s.spec, s.specErr = nil, PoolSpec{}, nil
+	case segInstances:
+		delete(s.instances, pk.Name)
+	case segSeats:
+		delete(s.seats, pk.Slot)
+	case segBinds:
+		delSlot(s.binds, pk.Name, pk.Slot)
+	case segTenants:
+		delSlot(s.tenants, pk.Name, pk.Slot)
+	case segQueue:
+		delete(s.queue, key)
+	case segFences:
+		delete(s.fences, leaseOfHex(pk.Name))
+	}
+}
+
+func setSlot(m map[string]map[int]int64, name string, n int, rev int64) {
+	if m[name] == nil {
+		m[name] = map[int]int64{}
+	}
+	m[name][n] = rev
+}
+
+func delSlot(m map[string]map[int]int64, name string, n int) {
+	delete(m[name], n)
+	if len(m[name]) == 0 {
+		delete(m, name)
+	}
+}
+
+// waiters returns the queue in arrival (create revision) order.
+func (s *poolState) waiters() []*mvccpb.KeyValue {
+	out := make([]*mvccpb.KeyValue, 0, len(s.queue))
+	for _, kv := range s.queue {
+		out = append(out, kv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreateRevision < out[j].CreateRevision })
+	return out
+}
+
+// bound reports whether claims on this pool bind to instances.
+func (s *poolState) bound() bool {
+	return s.spec.RequireInstance || len(s.instances) > 0
+}

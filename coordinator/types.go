@@ -1,0 +1,286 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Bounds on input. They keep keys short, specs small and every pool within
+// what one etcd cluster serves comfortably.
+const (
+	// MaxNameLen bounds pool, instance and tenant names.
+	MaxNameLen = 128
+	// MaxCapacity bounds a pool's capacity. A seat is one key with one
+	// lease binding; a million keys is the upper end of a healthy etcd
+	// keyspace (the default quota is 2 GiB).
+	MaxCapacity = 1_000_000
+	// MaxInstanceSeats bounds the seats one instance serves.
+	MaxInstanceSeats = 100_000
+	// MinTTL is etcd's minimum lease TTL with default timing; lower TTLs
+	// are silently raised by the server, so they are refused here.
+	MinTTL = 2 * time.Second
+	// MaxTTL bounds seat and session TTLs.
+	MaxTTL = 24 * time.Hour
+	// DefaultSeatTTL is the seat TTL of a spec that sets none.
+	DefaultSeatTTL = 10 * time.Second
+	// MaxHolderLen bounds a holder identity.
+	MaxHolderLen = 256
+)
+
+// PoolSpec is a pool's configuration, stored as JSON in its spec key.
+type PoolSpec struct {
+	// Capacity is how many seats may be held at once. 1..MaxCapacity.
+	Capacity int `json:"capacity"`
+	// SeatTTLSeconds is the session TTL claimants of this pool should use.
+	// 0 means DefaultSeatTTL; otherwise MinTTL..MaxTTL.
+	SeatTTLSeconds int64 `json:"seatTTLSeconds,omitempty"`
+	// TenantLimit is how many seats one tenant may hold. 0 means no limit.
+	TenantLimit int `json:"tenantLimit,omitempty"`
+	// TenantLimits overrides TenantLimit per tenant. 0 denies the tenant.
+	TenantLimits map[string]int `json:"tenantLimits,omitempty"`
+	// RequireInstance makes every claim bind to a registered instance, even
+	// while none is registered (claims then wait or fail). When false, a
+	// pool binds seats to instances only while it has some.
+	RequireInstance bool `json:"requireInstance,omitempty"`
+}
+
+// SeatTTL returns the effective seat TTL.
+func (s PoolSpec) SeatTTL() time.Duration {
+	if s.SeatTTLSeconds == 0 {
+		return DefaultSeatTTL
+	}
+	return time.Duration(s.SeatTTLSeconds) * time.Second
+}
+
+// LimitFor returns the seat limit of tenant t, or 0 when t is unlimited.
+// Claims without a tenant are never tenant-limited.
+func (s PoolSpec) LimitFor(t string) (limit int, limited bool) {
+	if t == "" {
+		return 0, false
+	}
+	if n, ok := s.TenantLimits[t]; ok {
+		return n, true
+	}
+	return s.TenantLimit, s.TenantLimit > 0
+}
+
+// Validate checks every field and cross-field rule.
+func (s PoolSpec) Validate() error {
+	if s.Capacity < 1 || s.Capacity > MaxCapacity {
+		return fmt.Errorf("%w: capacity %d is outside 1..%d", ErrInvalid, s.Capacity, MaxCapacity)
+	}
+	if ttl := s.SeatTTL(); ttl < MinTTL || ttl > MaxTTL {
+		return fmt.Errorf("%w: seat TTL %v is outside %v..%v (etcd raises shorter leases)", ErrInvalid, ttl, MinTTL, MaxTTL)
+	}
+	if s.TenantLimit < 0 || s.TenantLimit > MaxCapacity {
+		return fmt.Errorf("%w: tenant limit %d is outside 0..%d", ErrInvalid, s.TenantLimit, MaxCapacity)
+	}
+	for t, n := range s.TenantLimits {
+		if err := validName(t); err != nil {
+			return fmt.Errorf("%w: tenant override: %v", ErrInvalid, err)
+		}
+		if n < 0 || n > MaxCapacity {
+			return fmt.Errorf("%w: limit %d for tenant %q is outside 0..%d", ErrInvalid, n, t, MaxCapacity)
+		}
+	}
+	return nil
+}
+
+// decodeSpec decodes and validates a spec read from etcd. It never panics;
+// every failure wraps ErrBadSpec.
+func decodeSpec(pool string, b []byte) (PoolSpec, error) {
+	var s PoolSpec
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return PoolSpec{}, fmt.Errorf("%w: pool %q: %v", ErrBadSpec, pool, err)
+	}
+	if dec.More() {
+		return PoolSpec{}, fmt.Errorf("%w: pool %q: trailing data", ErrBadSpec, pool)
+	}
+	if err := s.Validate(); err != nil {
+		return PoolSpec{}, fmt.Errorf("%w: pool %q: %v", ErrBadSpec, pool, err)
+	}
+	return s, nil
+}
+
+// validName checks a pool, instance or tenant name: 1..MaxNameLen printable
+// ASCII characters, no '/', no space.
+func validName(n string) error {
+	if n == "" || len(n) > MaxNameLen {
+		return fmt.Errorf("%w: name %q must be 1..%d characters", ErrInvalid, n, MaxNameLen)
+	}
+	for _, r := range n {
+		if r <= ' ' || r > '~' || r == '/' {
+			return fmt.Errorf("%w: name %q has %q; use printable ASCII without '/' or spaces", ErrInvalid, n, r)
+		}
+	}
+	return nil
+}
+
+// Pool is a pool's spec as read from etcd.
+type Pool struct {
+	Name string
+	Spec PoolSpec
+	// Revision is the spec key's mod revision; UpdatePool compares it.
+	Revision int64
+}
+
+// InstanceState is an instance's admission state.
+type InstanceState string
+
+// Instance states.
+const (
+	// InstanceReady admits new claims.
+	InstanceReady InstanceState = "ready"
+	// InstanceDraining admits no new claims; held seats stay.
+	InstanceDraining InstanceState = "draining"
+)
+
+// Instance is a worker registered by an agent, bound to the agent's lease.
+type Instance struct {
+	// ID names the instance within its pool.
+	ID string `json:"id"`
+	// Addr is where claimants reach the worker. Free-form, may be empty.
+	Addr string `json:"addr,omitempty"`
+	// Labels are matched by claims that ask for labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Seats is how many claims the instance serves at once. Default 1
+	// (exclusive); 1..MaxInstanceSeats.
+	Seats int `json:"seats"`
+	// State is ready or draining. Default ready.
+	State InstanceState `json:"state"`
+	// Agent names the registering agent. Informational.
+	Agent string `json:"agent,omitempty"`
+
+	// Lease is the agent's lease; set on read.
+	Lease clientv3.LeaseID `json:"-"`
+	// Revision is the key's mod revision; set on read.
+	Revision int64 `json:"-"`
+}
+
+func (in *Instance) defaults() {
+	if in.Seats == 0 {
+		in.Seats = 1
+	}
+	if in.State == "" {
+		in.State = InstanceReady
+	}
+}
+
+func (in Instance) validate() error {
+	if err := validName(in.ID); err != nil {
+		return fmt.Errorf("instance id: %w", err)
+	}
+	if in.Seats < 1 || in.Seats > MaxInstanceSeats {
+		return fmt.Errorf("%w: instance %q seats %d outside 1..%d", ErrInvalid, in.ID, in.Seats, MaxInstanceSeats)
+	}
+	if in.State != InstanceReady && in.State != InstanceDraining {
+		return fmt.Errorf("%w: instance %q state %q is not ready|draining", ErrInvalid, in.ID, in.State)
+	}
+	for k := range in.Labels {
+		if k == "" || len(k) > MaxNameLen {
+			return fmt.Errorf("%w: instance %q has a bad label key %q", ErrInvalid, in.ID, k)
+		}
+	}
+	return nil
+}
+
+// Matches reports whether the instance carries every label in sel.
+func (in Instance) Matches(sel map[string]string) bool {
+	for k, v := range sel {
+		if in.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// seatRecord is the JSON value of a seat key.
+type seatRecord struct {
+	Holder    string    `json:"holder"`
+	Tenant    string    `json:"tenant,omitempty"`
+	Instance  string    `json:"instance,omitempty"`
+	Nonce     uint64    `json:"nonce"`
+	ClaimedAt time.Time `json:"claimedAt"`
+	// TenantSlot and BindSlot name the slot keys taken with the seat; -1
+	// when none. Releases delete exactly these, fenced by the token.
+	TenantSlot int `json:"tenantSlot"`
+	BindSlot   int `json:"bindSlot"`
+}
+
+// Seat is a held seat as seen by an observer.
+type Seat struct {
+	Pool     string `json:"pool"`
+	Seat     int    `json:"seat"`
+	Holder   string `json:"holder"`
+	Tenant   string `json:"tenant,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// Token is the fencing token: the seat key's create revision.
+	Token     int64            `json:"token"`
+	Lease     clientv3.LeaseID `json:"lease"`
+	ClaimedAt time.Time        `json:"claimedAt"`
+	// TTL is the lease time left as the server reported it; -1 if unknown.
+	TTL time.Duration `json:"ttl"`
+
+	tenantSlot, bindSlot int // from the seat record; ForceRelease needs them
+}
+
+// waiterRecord is the JSON value of a queue key.
+type waiterRecord struct {
+	Holder   string            `json:"holder"`
+	Tenant   string            `json:"tenant,omitempty"`
+	Instance string            `json:"instance,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Since    time.Time         `json:"since"`
+}
+
+// Waiter is one entry of a pool's queue.
+type Waiter struct {
+	Pool     string            `json:"pool"`
+	Position int               `json:"position"` // 0 is the head
+	Holder   string            `json:"holder"`
+	Tenant   string            `json:"tenant,omitempty"`
+	Instance string            `json:"instance,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Lease    clientv3.LeaseID  `json:"lease"`
+	Since    time.Time         `json:"since"`
+	Revision int64             `json:"revision"` // the queue key's create revision
+}
+
+// releaseRecord is the JSON value of a released key: who freed the seat
+// last, and why. Holders read it to tell a force-release from an expiry.
+type releaseRecord struct {
+	Token  int64     `json:"token"`
+	Forced bool      `json:"forced"`
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// PoolStatus summarises one pool.
+type PoolStatus struct {
+	Name      string   `json:"name"`
+	Spec      PoolSpec `json:"spec"`
+	Revision  int64    `json:"revision"`
+	Held      int      `json:"held"`
+	Free      int      `json:"free"`
+	Waiting   int      `json:"waiting"`
+	Instances int      `json:"instances"`
+	// SpecError is set when the spec in etcd is malformed.
+	SpecError string `json:"specError,omitempty"`
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
