@@ -30,8 +30,13 @@ type claimPlan struct {
 	ops   []clientv3.Op
 }
 
-// errNotHead is returned to a queued waiter that is not first in line.
-var errNotHead = errors.New("coordinator: not first in queue")
+var (
+	// errNotHead is returned to a queued waiter that is not first in line.
+	errNotHead = errors.New("coordinator: not first in queue")
+	// errOwnLimit marks an ErrNoSeat caused by the claimant's own tenant
+	// limit or instance selector while others could be served.
+	errOwnLimit = errors.New("own limit")
+)
 
 // plan builds the claim transaction for req, or says why there is no seat.
 // It reads only s; the compares it emits re-check on the server every fact
@@ -111,7 +116,7 @@ func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {
 	}
 	n, cmps, ok := takeSlot(s.tenants[t], limit, s.rev, s.k.tenants(s.pool, t), func(n int) string { return s.k.tenant(s.pool, t, n) })
 	if !ok {
-		return fmt.Errorf("%w: tenant %q holds %d of its limit %d", ErrNoSeat, t, len(s.tenants[t]), limit)
+		return fmt.Errorf("%w: %w: tenant %q holds %d of its limit %d", ErrNoSeat, errOwnLimit, t, len(s.tenants[t]), limit)
 	}
 	p.rec.TenantSlot = n
 	p.cmps = append(p.cmps, cmps...)
@@ -145,13 +150,52 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 		}
 	}
 	if best == nil {
-		return fmt.Errorf("%w: no ready instance with a free seat matches in pool %q", ErrNoSeat, s.pool)
+		if s.anyInstanceFree() {
+			return fmt.Errorf("%w: %w: no ready instance with a free seat matches in pool %q", ErrNoSeat, errOwnLimit, s.pool)
+		}
+		return fmt.Errorf("%w: no ready instance has a free seat in pool %q", ErrNoSeat, s.pool)
 	}
 	p.inst, p.rec.Instance, p.rec.BindSlot = best, best.ID, bestSlot
 	p.cmps = append(p.cmps, bestCmps...)
 	p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(s.k.instance(s.pool, best.ID)), "=", best.Revision))
 	p.ops = append(p.ops, clientv3.OpPut(s.k.bind(s.pool, best.ID, bestSlot), slot(p.seat), clientv3.WithLease(req.lease)))
 	return nil
+}
+
+// anyInstanceFree reports whether some ready instance has a free seat.
+func (s *poolState) anyInstanceFree() bool {
+	for id, in := range s.instances {
+		if in.State == InstanceReady && len(s.binds[id]) < in.Seats {
+			return true
+		}
+	}
+	return false
+}
+
+// ownFits reports whether the claimant's own constraints (tenant limit,
+// instance selector) would let it take a seat now, ignoring pool capacity
+// and the queue.
+func (s *poolState) ownFits(o claimOptions) bool {
+	if s.specKV == nil || s.specErr != nil {
+		return true // let the claim path report it
+	}
+	if limit, limited := s.spec.LimitFor(o.tenant); limited && len(s.tenants[o.tenant]) >= limit {
+		return false
+	}
+	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
+		return true
+	}
+	for id, in := range s.instances {
+		if in.State == InstanceReady && (o.instance == "" || id == o.instance) && in.Matches(o.labels) && len(s.binds[id]) < in.Seats {
+			return true
+		}
+	}
+	return false
+}
+
+// constrained reports whether a claim has constraints of its own.
+func (o claimOptions) constrained() bool {
+	return o.tenant != "" || o.instance != "" || len(o.labels) > 0
 }
 
 func (s *poolState) seats2revs() map[int]int64 {

@@ -20,9 +20,13 @@ import (
 // granted (etcd#19597), and a fresh claim, which compares an empty queue,
 // never overtakes a waiter.
 //
-// Fairness is strict FIFO across the whole pool: a head waiter that cannot
-// be served because of its own tenant limit or instance selector holds up
-// the waiters behind it until it can be served or gives up.
+// Fairness is FIFO among waiters that can be served. A waiter whose own
+// tenant limit or instance selector stops it while others could be served
+// does not block the line: before queueing it waits, off the queue, until
+// its own constraints would admit it; and if it reaches the head and its
+// constraints bar it again, it steps out and repeats, rejoining at the back.
+// Pre-waiters watch the whole pool prefix, so each change wakes every one of
+// them (locally; they send no claim txn until their constraints fit).
 
 // waitable reports whether a refusal may resolve by waiting.
 func waitable(err error) bool {
@@ -32,18 +36,73 @@ func waitable(err error) bool {
 // wait queues the claimant and blocks until granted or ctx ends. On any
 // failure it removes its queue key before returning.
 func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
-	qkey := c.k.queueKey(pool, req.lease, req.nonce)
-	qrev, err := c.enqueue(ctx, s, pool, req, qkey)
-	if err != nil {
-		return nil, err
-	}
-	req.queueKey, req.queueRev = qkey, qrev
-	cl, err := c.waitTurn(ctx, s, pool, req)
-	if err != nil {
+	for {
+		if req.opts.constrained() {
+			if err := c.preWait(ctx, s, pool, req.opts); err != nil {
+				return nil, err
+			}
+		}
+		qkey := c.k.queueKey(pool, req.lease, req.nonce)
+		qrev, err := c.enqueue(ctx, s, pool, req, qkey)
+		if err != nil {
+			return nil, err
+		}
+		req.queueKey, req.queueRev = qkey, qrev
+		cl, err := c.waitTurn(ctx, s, pool, req)
+		if err == nil {
+			return cl, nil
+		}
 		c.dequeue(s, pool, req)
-		return nil, err
+		if !errors.Is(err, errStepOut) {
+			return nil, err
+		}
+		req.nonce++ // a fresh queue key, at the back
 	}
-	return cl, nil
+}
+
+// errStepOut tells a head waiter barred by its own constraints to leave the
+// line so that the waiters behind it can be served.
+var errStepOut = errors.New("coordinator: step out of line")
+
+// preWait blocks, holding no key, until the claimant's own constraints
+// (tenant limit, instance selector) would admit it.
+func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions) error {
+	return c.watchPool(ctx, s, pool, func(st *poolState) (bool, error) { return st.ownFits(o), nil })
+}
+
+// watchPool keeps an exact snapshot of the pool (a read, then every watch
+// event after it; a re-read after compaction) and calls f after each change
+// until f is done or fails, ctx ends or the session ends.
+func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, f func(*poolState) (bool, error)) error {
+	st := newPoolState(c.k, pool)
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	var wch clientv3.WatchChan
+	for {
+		if wch == nil {
+			resp, err := c.getPool(ctx, pool)
+			if err != nil {
+				return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
+			}
+			st.load(resp.Header.Revision, resp.Kvs)
+			wch = c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(st.rev+1))
+		}
+		if done, err := f(st); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.Done():
+			return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				wch = nil // compacted or broken: re-list, never resume at the compact revision
+				continue
+			}
+			st.apply(wr.Events)
+		}
+	}
 }
 
 // enqueue puts the queue key, fenced like a claim so that an ambiguous put
@@ -154,39 +213,16 @@ func (c *Coordinator) waitDelete(ctx context.Context, s *Session, key string, re
 	}
 }
 
-// serveHead runs while the waiter is first in line. It keeps an exact
-// snapshot of the pool (a read, then every watch event after it) and sends
-// a claim txn only when the snapshot shows a seat it may take.
+// serveHead runs while the waiter is first in line. It sends a claim txn
+// only when its exact snapshot of the pool shows a seat it may take.
 func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
-	st := newPoolState(c.k, pool)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	var wch clientv3.WatchChan
-	for {
-		if wch == nil { // (re)list, then watch from the next revision
-			resp, err := c.getPool(ctx, pool)
-			if err != nil {
-				return nil, fmt.Errorf("coordinator: read pool %q: %w", pool, err)
-			}
-			st.load(resp.Header.Revision, resp.Kvs)
-			wch = c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(st.rev+1))
-		}
-		if cl, err := c.tryHead(ctx, s, pool, req, st); cl != nil || err != nil {
-			return cl, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.Done():
-			return nil, fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil {
-				wch = nil // compacted or broken: re-list, never resume at the compact revision
-				continue
-			}
-			st.apply(wr.Events)
-		}
-	}
+	var cl *Claim
+	err := c.watchPool(ctx, s, pool, func(st *poolState) (bool, error) {
+		var err error
+		cl, err = c.tryHead(ctx, s, pool, req, st)
+		return cl != nil, err
+	})
+	return cl, err
 }
 
 // tryHead plans on the head's snapshot and sends at most one claim txn. It
@@ -196,6 +232,8 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 		p, err := st.plan(req)
 		switch {
 		case err == nil:
+		case errors.Is(err, errOwnLimit):
+			return nil, errStepOut
 		case waitable(err):
 			return nil, nil
 		case errors.Is(err, ErrPoolNotFound):

@@ -1,0 +1,257 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+)
+
+// history replays the etcd history of one pool's keys and checks, at every
+// revision that grants a seat, that the grant respected capacity, instance
+// seats and tenant limits as they stood at that revision.
+type history struct {
+	t      testing.TB
+	prefix string // <root>/pools/<pool>/
+	kvs    map[string]*mvccpb.KeyValue
+	grants int
+	shrunk int // grants checked while an earlier shrink left holders above capacity
+}
+
+func (h *history) spec() coordinator.PoolSpec {
+	var s coordinator.PoolSpec
+	if kv := h.kvs[h.prefix+"spec"]; kv != nil {
+		_ = json.Unmarshal(kv.Value, &s)
+	}
+	return s
+}
+
+func (h *history) count(sub string) map[string]int {
+	out := map[string]int{}
+	for k := range h.kvs {
+		rest, ok := strings.CutPrefix(k, h.prefix+sub)
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "/")
+		out[name]++
+	}
+	return out
+}
+
+// revision applies the events of one revision, then checks.
+func (h *history) revision(evs []*clientv3.Event) {
+	granted := false
+	for _, ev := range evs {
+		k := string(ev.Kv.Key)
+		if ev.Type == clientv3.EventTypeDelete {
+			delete(h.kvs, k)
+			continue
+		}
+		h.kvs[k] = ev.Kv
+		if strings.HasPrefix(k, h.prefix+"seats/") && ev.IsCreate() {
+			granted = true
+			h.grants++
+		}
+	}
+	if !granted {
+		return
+	}
+	rev := evs[0].Kv.ModRevision
+	spec := h.spec()
+	held := len(h.count("seats/"))
+	if held > spec.Capacity {
+		h.t.Errorf("rev %d: a seat was granted with %d held > capacity %d", rev, held, spec.Capacity)
+	}
+	for tenant, n := range h.count("tenants/") {
+		if limit, limited := spec.LimitFor(tenant); limited && n > limit {
+			h.t.Errorf("rev %d: tenant %s holds %d > limit %d", rev, tenant, n, limit)
+		}
+	}
+	for id, n := range h.count("binds/") {
+		var in coordinator.Instance
+		kv := h.kvs[h.prefix+"instances/"+id]
+		if kv == nil {
+			continue // checked at bind creation below
+		}
+		_ = json.Unmarshal(kv.Value, &in)
+		if n > in.Seats {
+			h.t.Errorf("rev %d: instance %s bound %d > seats %d", rev, id, n, in.Seats)
+		}
+	}
+	for _, ev := range evs {
+		k := string(ev.Kv.Key)
+		if rest, ok := strings.CutPrefix(k, h.prefix+"binds/"); ok && ev.IsCreate() {
+			id, _, _ := strings.Cut(rest, "/")
+			var in coordinator.Instance
+			kv := h.kvs[h.prefix+"instances/"+id]
+			if kv == nil || json.Unmarshal(kv.Value, &in) != nil || in.State != coordinator.InstanceReady {
+				h.t.Errorf("rev %d: seat bound to instance %s that is not registered and ready", rev, id)
+			}
+		}
+	}
+}
+
+// TestStressHistory runs 64 claimants with their own sessions against a pool
+// of 8 seats on 4 instances with tenant limits, while capacity changes and
+// sessions are revoked, and checks every revision of the history.
+func TestStressHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress")
+	}
+	cl := etcdtest.Start(t)
+	cli := cl.Client(t)
+	c, err := coordinator.New(cli, coordinator.WithPrefix("/stress"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 3*time.Minute)
+	spec := coordinator.PoolSpec{Capacity: 8, TenantLimit: 3, TenantLimits: map[string]int{"t0": 2}}
+	createPool(t, c, "bots", spec)
+	agent := newSession(t, cli, 10*time.Second)
+	for i := range 4 {
+		in := coordinator.Instance{ID: fmt.Sprintf("bot-%d", i), Seats: 2, Labels: map[string]string{"zone": fmt.Sprint(i % 2)}}
+		if _, err := c.RegisterInstance(ctx, "bots", agent.Lease(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &history{t: t, prefix: "/stress/pools/bots/", kvs: map[string]*mvccpb.KeyValue{}}
+	start, err := cli.Get(ctx, h.prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range start.Kvs {
+		h.kvs[string(kv.Key)] = kv
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	wch := cli.Watch(wctx, h.prefix, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
+
+	const target = 3000
+	var grants atomic.Int64
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	sessions := make([]atomic.Pointer[coordinator.Session], 64)
+	for w := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stressWorker(runCtx, t, c, cli, w, &sessions[w], &grants, target, stop)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stressChaos(runCtx, t, c, cli, sessions)
+	}()
+	wg.Wait()
+	stop()
+	// Drain the history up to now.
+	end, err := cli.Get(ctx, "end-marker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done := false; !done; {
+		wr := <-wch
+		if err := wr.Err(); err != nil {
+			t.Fatalf("history watch: %v", err)
+		}
+		groupByRevision(wr.Events, h.revision)
+		done = wr.Header.Revision >= end.Header.Revision
+	}
+	stopWatch()
+	t.Logf("history: %d grants checked, %d by claimants, %d claims timed out", h.grants, grants.Load(), timeouts.Load())
+	if h.grants < target {
+		t.Fatalf("only %d grants in the history, want >= %d", h.grants, target)
+	}
+}
+
+func groupByRevision(evs []*clientv3.Event, f func([]*clientv3.Event)) {
+	for i := 0; i < len(evs); {
+		j := i
+		for j < len(evs) && evs[j].Kv.ModRevision == evs[i].Kv.ModRevision {
+			j++
+		}
+		f(evs[i:j])
+		i = j
+	}
+}
+
+var timeouts atomic.Int64
+
+func stressWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator, cli *clientv3.Client, w int,
+	slot *atomic.Pointer[coordinator.Session], grants *atomic.Int64, target int64, stop func()) {
+	for ctx.Err() == nil {
+		s := slot.Load()
+		if s == nil || s.Err() != nil {
+			ns, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(5*time.Second))
+			if err != nil {
+				continue
+			}
+			defer ns.Close(context.Background())
+			slot.Store(ns)
+			s = ns
+		}
+		opts := []coordinator.ClaimOption{coordinator.WithWait(), coordinator.WithTenant(fmt.Sprintf("t%d", rand.IntN(4))),
+			coordinator.WithHolder(fmt.Sprintf("worker-%d", w))}
+		if rand.IntN(4) == 0 {
+			opts = append(opts, coordinator.WithLabels(map[string]string{"zone": fmt.Sprint(rand.IntN(2))}))
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		claim, err := c.Claim(cctx, s, "bots", opts...)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, coordinator.ErrSessionExpired), ctx.Err() != nil:
+			continue
+		case errors.Is(err, context.DeadlineExceeded):
+			timeouts.Add(1)
+			continue
+		default:
+			t.Errorf("worker %d: claim: %v", w, err)
+			return
+		}
+		if grants.Add(1) >= target {
+			stop()
+		}
+		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := claim.Release(rctx); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
+			t.Errorf("worker %d: release: %v", w, err)
+		}
+		cancel()
+	}
+}
+
+// stressChaos changes capacity and tenant limits and revokes sessions.
+func stressChaos(ctx context.Context, t *testing.T, c *coordinator.Coordinator, cli *clientv3.Client, sessions []atomic.Pointer[coordinator.Session]) {
+	caps := []int{3, 5, 8, 10}
+	for i := 0; ctx.Err() == nil; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(150 * time.Millisecond):
+		}
+		spec := coordinator.PoolSpec{Capacity: caps[rand.IntN(len(caps))], TenantLimit: 1 + rand.IntN(3), TenantLimits: map[string]int{"t0": rand.IntN(3)}}
+		if _, err := c.UpdatePool(ctx, "bots", spec, 0); err != nil && ctx.Err() == nil {
+			t.Errorf("update pool: %v", err)
+		}
+		if i%3 == 0 {
+			if s := sessions[rand.IntN(len(sessions))].Load(); s != nil {
+				_, _ = cli.Revoke(ctx, s.Lease())
+			}
+		}
+	}
+}
