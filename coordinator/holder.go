@@ -73,6 +73,12 @@ func (cl *Claim) Err() error {
 	return cl.err
 }
 
+func (cl *Claim) lost() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.err != nil
+}
+
 // lose records the first loss reason and closes Done.
 func (cl *Claim) lose(err error, detail string) {
 	cl.mu.Lock()
@@ -142,7 +148,7 @@ func (cl *Claim) monitor(ctx context.Context) {
 			return
 		case wr, ok := <-seatW:
 			lost, resume := cl.seatEvent(ctx, wr, ok)
-			if lost || ctx.Err() != nil {
+			if lost || ctx.Err() != nil || cl.lost() {
 				return
 			}
 			if resume > 0 {
@@ -150,7 +156,7 @@ func (cl *Claim) monitor(ctx context.Context) {
 			}
 		case wr, ok := <-instW:
 			lost, resume := cl.instanceEvent(ctx, wr, ok)
-			if lost || ctx.Err() != nil {
+			if lost || ctx.Err() != nil || cl.lost() {
 				return
 			}
 			if resume > 0 {
@@ -212,6 +218,9 @@ func (cl *Claim) reread(ctx context.Context, key string) (*mvccpb.KeyValue, int6
 		}
 		select {
 		case <-ctx.Done():
+			return nil, 0
+		case <-cl.sess.Done():
+			cl.lose(ErrSessionExpired, fmt.Sprintf("lease %x", cl.sess.Lease()))
 			return nil, 0
 		case <-time.After(200 * time.Millisecond):
 		}

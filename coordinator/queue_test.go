@@ -1,0 +1,255 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+)
+
+// countingMetrics counts claim txns and grants.
+type countingMetrics struct {
+	coordinator.NoopMetrics
+	txns, grants atomic.Int64
+	lost         sync.Map // reason -> *atomic.Int64
+}
+
+func (m *countingMetrics) ClaimTxn(string) { m.txns.Add(1) }
+func (m *countingMetrics) ClaimResult(_, r string) {
+	if r == coordinator.ResultGranted {
+		m.grants.Add(1)
+	}
+}
+func (m *countingMetrics) SeatLost(_, reason string) {
+	v, _ := m.lost.LoadOrStore(reason, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+// waitQueued polls until the pool's queue has n waiters.
+func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
+		q, err := c.Queue(context.Background(), pool)
+		return err == nil && len(q) == n
+	})
+}
+
+func TestWaitersAreServedFIFO(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := ctxT(t, 60*time.Second)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := newSession(t, cli, 10*time.Second)
+	first, err := c.Claim(ctx, s, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	order := make(chan int, n)
+	for i := range n {
+		go func() {
+			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithHolder(fmt.Sprint(i)))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				order <- -1
+				return
+			}
+			order <- i
+			_ = cl.Release(ctx)
+		}()
+		waitQueued(t, c, "p", i+1) // arrival order is i
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range n {
+		if got := <-order; got != want {
+			t.Fatalf("grant %d went to waiter %d, want %d", want, got, want)
+		}
+	}
+}
+
+// TestHerd checks that a release wakes O(1) waiters: with 500 waiters, the
+// claim txns sent per grant stay below 2.
+func TestHerd(t *testing.T) {
+	m := &countingMetrics{}
+	c, cli := newCoord(t, coordinator.WithMetrics(m))
+	ctx := ctxT(t, 3*time.Minute)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	const n = 500
+	sessions := make([]*coordinator.Session, 10)
+	for i := range sessions {
+		sessions[i] = newSession(t, cli, 30*time.Second)
+	}
+	holder, err := c.Claim(ctx, sessions[0], "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Claim(ctx, sessions[i%len(sessions)], "p", coordinator.WithWait())
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			if err := cl.Release(ctx); err != nil {
+				t.Errorf("release %d: %v", i, err)
+			}
+		}()
+	}
+	waitQueued(t, c, "p", n)
+	txnsBefore, grantsBefore := m.txns.Load(), m.grants.Load()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	txns, grants := m.txns.Load()-txnsBefore, m.grants.Load()-grantsBefore
+	t.Logf("%d grants took %d claim txns (%.3f per grant)", grants, txns, float64(txns)/float64(grants))
+	if grants != n {
+		t.Fatalf("granted %d, want %d", grants, n)
+	}
+	if float64(txns)/float64(grants) >= 2 {
+		t.Fatalf("%d claim txns for %d grants: a release wakes more than O(1) waiters", txns, grants)
+	}
+}
+
+func TestCancelledWaitLeavesNoKey(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := ctxT(t, 30*time.Second)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := newSession(t, cli, 10*time.Second)
+	if _, err := c.Claim(ctx, s, "p"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(wctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("x"))
+		errc <- err
+	}()
+	waitQueued(t, c, "p", 1)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait returned %v", err)
+	}
+	resp, err := cli.Get(ctx, c.Prefix()+"/pools/p/queue/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("queue keys left after cancel: %d (%v)", resp.Count, err)
+	}
+}
+
+// TestWaiterWhoseSessionDiesStops covers etcd#19597: a waiter whose session
+// died must stop with an error, never be granted.
+func TestWaiterWhoseSessionDiesStops(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := ctxT(t, 30*time.Second)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	hs := newSession(t, cli, 10*time.Second)
+	holder, err := c.Claim(ctx, hs, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := newSession(t, cli, 10*time.Second)
+	errc := make(chan error, 1)
+	go func() {
+		cl, err := c.Claim(ctx, ws, "p", coordinator.WithWait())
+		if err == nil {
+			err = fmt.Errorf("granted seat %d to a dead session", cl.Seat())
+		}
+		errc <- err
+	}()
+	waitQueued(t, c, "p", 1)
+	if _, err := cli.Revoke(ctx, ws.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Release(ctx)
+	if err := <-errc; !errors.Is(err, coordinator.ErrSessionExpired) {
+		t.Fatalf("waiter with a dead session: got %v, want ErrSessionExpired", err)
+	}
+}
+
+// TestLeaseExpiryFreesSeat: a holder that dies without releasing frees its
+// seat within TTL + 1.5s, and the waiter is granted.
+func TestLeaseExpiryFreesSeat(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := ctxT(t, 30*time.Second)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	const ttl = 2 * time.Second
+	dead, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Claim(ctx, dead, "p"); err != nil {
+		t.Fatal(err)
+	}
+	ws := newSession(t, cli, 10*time.Second)
+	granted := make(chan time.Time, 1)
+	go func() {
+		if _, err := c.Claim(ctx, ws, "p", coordinator.WithWait()); err != nil {
+			t.Error(err)
+		}
+		granted <- time.Now()
+	}()
+	waitQueued(t, c, "p", 1)
+	died := time.Now()
+	dead.Orphan() // the process hangs: no more keepalives, no release
+	got := (<-granted).Sub(died)
+	t.Logf("dead holder's seat granted to the waiter after %v (TTL %v)", got, ttl)
+	if got > ttl+1500*time.Millisecond {
+		t.Fatalf("reclaim took %v, want <= TTL+1.5s", got)
+	}
+}
+
+// TestCompactionWhileWaiting: the waiter's watch is compacted away; it must
+// re-list and still get its seat.
+func TestCompactionWhileWaiting(t *testing.T) {
+	cl := etcdtest.Start(t)
+	cli := cl.Client(t)
+	c, err := coordinator.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 30*time.Second)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := newSession(t, cli, 10*time.Second)
+	holder, err := c.Claim(ctx, s, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	for range 2 { // a head waiter (pool watch) and one behind it (key watch)
+		go func() {
+			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait())
+			if err == nil {
+				err = cl.Release(ctx)
+			}
+			got <- err
+		}()
+	}
+	waitQueued(t, c, "p", 2)
+	for i := range 50 { // history the waiters' watches have not read yet
+		if _, err := cli.Put(ctx, c.Prefix()+"/pools/p/released/noise", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etcdtest.Compact(t, cli)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-got; err != nil {
+			t.Fatalf("waiter after compaction: %v", err)
+		}
+	}
+}
