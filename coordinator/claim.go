@@ -103,7 +103,13 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 		}
 		sh.mu.Unlock()
 		if !loaded || (err != nil && !fresh) {
-			if err := c.refresh(ctx, sh, pool); err != nil {
+			refresh := func() error { return c.refresh(ctx, sh, pool) }
+			if req.opts.wait {
+				err = retry(ctx, s, refresh)
+			} else {
+				err = refresh()
+			}
+			if err != nil {
 				return nil, err
 			}
 			fresh = true
@@ -166,20 +172,28 @@ func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req c
 // the same work continues in the background and releases whatever it finds.
 func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req claimRequest, cause error) (*Claim, *clientv3.TxnResponse, error) {
 	c.log.Warn("ambiguous claim txn", "pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", cause)
-	if ctx.Err() == nil {
-		resp, err := c.fenceAndRead(ctx, s, pool)
-		if err == nil {
-			if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
-				return cl, resp, nil
-			}
-			return nil, resp, nil
-		}
+	var resp *clientv3.TxnResponse
+	err := retry(ctx, s, func() (err error) {
+		resp, err = c.fenceAndRead(ctx, s, pool)
 		if errors.Is(err, ErrSessionExpired) {
-			return nil, nil, err
+			return nil // nothing of this lease can commit any more
 		}
+		return err
+	})
+	if err == nil && resp == nil {
+		err = fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
 	}
-	c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
-	return nil, nil, fmt.Errorf("coordinator: claim on pool %q: %w", pool, cause)
+	switch {
+	case errors.Is(err, ErrSessionExpired):
+		return nil, nil, err
+	case err != nil:
+		c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
+		return nil, nil, fmt.Errorf("coordinator: claim on pool %q: %w (outcome unknown: %v)", pool, err, cause)
+	}
+	if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
+		return cl, resp, nil
+	}
+	return nil, resp, nil
 }
 
 // fenceAndRead puts the fence key, then reads the pool in the same txn.

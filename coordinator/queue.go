@@ -80,9 +80,9 @@ func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, f 
 	var wch clientv3.WatchChan
 	for {
 		if wch == nil {
-			resp, err := c.getPool(ctx, pool)
-			if err != nil {
-				return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
+			var resp *clientv3.GetResponse
+			if err := retry(ctx, s, func() (err error) { resp, err = c.getPool(ctx, pool); return err }); err != nil {
+				return err
 			}
 			st.load(resp.Header.Revision, resp.Kvs)
 			wch = c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(st.rev+1))
@@ -153,13 +153,17 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 // waitTurn waits for the waiters ahead to leave, then serves as head.
 func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
 	for {
-		resp, err := c.cli.Txn(ctx).Then(
-			clientv3.OpGet(req.queueKey),
-			clientv3.OpGet(c.k.queue(pool), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(req.queueRev-1),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
-		).Commit()
+		var resp *clientv3.TxnResponse
+		err := retry(ctx, s, func() (err error) {
+			resp, err = c.cli.Txn(ctx).Then(
+				clientv3.OpGet(req.queueKey),
+				clientv3.OpGet(c.k.queue(pool), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(req.queueRev-1),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
+			).Commit()
+			return err
+		})
 		if err != nil {
-			return nil, fmt.Errorf("coordinator: read queue of %q: %w", pool, err)
+			return nil, err
 		}
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
 			return nil, c.queueGone(ctx, s, pool)

@@ -14,12 +14,18 @@ import (
 // closed stream) it sends EventResync, re-lists and continues; it never
 // resumes at a compacted revision. The channel is closed when ctx ends or the
 // Coordinator is closed. A slow reader slows the stream; nothing is dropped
-// except across a resync.
+// except across a resync. Watch reads once before it returns, so every change
+// committed after it returns is delivered; if that read fails, the stream
+// starts with EventResync once etcd answers.
 func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
 	out := make(chan Event, 64)
 	prefix := c.k.pools()
 	if pool != "" {
 		prefix = c.k.pool(pool)
+	}
+	var startRev int64
+	if resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+		startRev = resp.Header.Revision
 	}
 	c.goBackground(func(bctx context.Context) {
 		defer close(out)
@@ -32,12 +38,12 @@ func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
 			case <-ctx.Done():
 			}
 		}()
-		c.streamEvents(ctx, prefix, out)
+		c.streamEvents(ctx, prefix, startRev, out)
 	})
 	return out
 }
 
-func (c *Coordinator) streamEvents(ctx context.Context, prefix string, out chan<- Event) {
+func (c *Coordinator) streamEvents(ctx context.Context, prefix string, rev int64, out chan<- Event) {
 	send := func(ev Event) bool {
 		ev.Time = time.Now().UTC()
 		select {
@@ -47,20 +53,24 @@ func (c *Coordinator) streamEvents(ctx context.Context, prefix string, out chan<
 			return false
 		}
 	}
-	for first := true; ctx.Err() == nil; first = false {
-		resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
+	for ctx.Err() == nil {
+		if rev == 0 { // (re-)list after a break, then say so
+			resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(500 * time.Millisecond):
+				}
+				continue
 			}
-			continue
-		}
-		if !first && !send(Event{Type: EventResync, Seat: -1, Revision: resp.Header.Revision}) {
-			return
+			rev = resp.Header.Revision
+			if !send(Event{Type: EventResync, Seat: -1, Revision: rev}) {
+				return
+			}
 		}
 		wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(),
-			clientv3.WithRev(resp.Header.Revision+1), clientv3.WithPrevKV())
+			clientv3.WithRev(rev+1), clientv3.WithPrevKV())
+		rev = 0
 		for wr := range wch {
 			if wr.Err() != nil {
 				break

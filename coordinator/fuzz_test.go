@@ -1,0 +1,98 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// rebuild turns a parsed key back into a key string.
+func rebuild(k keys, pk parsedKey) string {
+	switch pk.Seg {
+	case segSpec:
+		return k.spec(pk.Pool)
+	case segInstances:
+		return k.instance(pk.Pool, pk.Name)
+	case segSeats:
+		return k.seat(pk.Pool, pk.Slot)
+	case segReleased:
+		return k.released(pk.Pool, pk.Slot)
+	case segBinds:
+		return k.bind(pk.Pool, pk.Name, pk.Slot)
+	case segTenants:
+		return k.tenant(pk.Pool, pk.Name, pk.Slot)
+	case segQueue:
+		return k.queue(pk.Pool) + pk.Name
+	case segFences:
+		return k.fence(pk.Pool, leaseOfHex(pk.Name))
+	}
+	return ""
+}
+
+func FuzzParseKey(f *testing.F) {
+	k := keys{root: DefaultPrefix}
+	for _, s := range []string{
+		k.spec("p"), k.instance("p", "bot-1"), k.seat("p", 7), k.bind("p", "i", 0), k.tenant("p", "acme", 3),
+		k.queueKey("p", 0x1234, 99), k.fence("p", clientv3.LeaseID(0xabc)), k.released("p", 9999999),
+		"/etcdpool/pools/p/seats/1", "/etcdpool/pools//spec", "/etcdpool/pools/p/seats/-000001", "/other/p/spec",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		pk, err := k.parse(key)
+		if err != nil {
+			return
+		}
+		if got := rebuild(k, pk); got != key {
+			t.Fatalf("parse(%q) = %+v, which rebuilds as %q", key, pk, got)
+		}
+		if pk.Slot >= 0 && len(slot(pk.Slot)) != slotWidth {
+			t.Fatalf("slot %d does not fit %d digits", pk.Slot, slotWidth)
+		}
+	})
+}
+
+func TestSlotOrderIsNumeric(t *testing.T) {
+	k := keys{root: DefaultPrefix}
+	for n := 0; n < MaxCapacity; n += 997 {
+		if !(k.seat("p", n) < k.seat("p", n+1)) {
+			t.Fatalf("seat %d does not sort before %d", n, n+1)
+		}
+	}
+	if k.seat("p", 1) == k.seat("p", 10)[:len(k.seat("p", 1))] {
+		t.Fatal("seats/1 is a prefix of seats/10")
+	}
+	if k.seat("p", MaxCapacity) >= clientv3.GetPrefixRangeEnd(k.seats("p")) {
+		t.Fatal("the highest slot falls outside the seats range")
+	}
+}
+
+func FuzzDecodeSpec(f *testing.F) {
+	for _, s := range []string{`{"capacity":3}`, `{"capacity":30,"seatTTLSeconds":10,"tenantLimit":2,"tenantLimits":{"a":1}}`,
+		`{capacity`, ``, `null`, `{"capacity":1e9}`, `{"capacity":3,"tenantLimits":{"a/b":1}}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		spec, err := decodeSpec("p", b)
+		if err != nil {
+			return
+		}
+		if err := spec.Validate(); err != nil {
+			t.Fatalf("decoded an invalid spec: %v", err)
+		}
+		again, _ := json.Marshal(spec)
+		spec2, err := decodeSpec("p", again)
+		if err != nil || !reflect.DeepEqual(normal(spec), normal(spec2)) {
+			t.Fatalf("round trip: %+v -> %s -> %+v (%v)", spec, again, spec2, err)
+		}
+	})
+}
+
+func normal(s PoolSpec) PoolSpec {
+	if len(s.TenantLimits) == 0 {
+		s.TenantLimits = nil
+	}
+	return s
+}

@@ -1,0 +1,32 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// retry calls f until it succeeds, ctx ends or the session ends, backing
+// off with jitter between tries. It is for reads and idempotent writes made
+// while a claimant waits, so that a leader election or a brief loss of
+// connection delays a wait instead of failing it.
+func retry(ctx context.Context, s *Session, f func() error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		// Jitter keeps claimants that failed together from retrying together.
+		d := backoff/2 + rand.N(backoff)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-s.Done():
+			return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+		case <-time.After(d):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}

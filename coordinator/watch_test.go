@@ -1,0 +1,130 @@
+package coordinator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+)
+
+func TestWatchEventsInOrder(t *testing.T) {
+	cl := etcdtest.Start(t)
+	cli := cl.Client(t)
+	c, err := coordinator.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 30*time.Second)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := c.Watch(wctx, "")
+	next := func() coordinator.Event {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-ctx.Done():
+			t.Fatal("no event")
+			return coordinator.Event{}
+		}
+	}
+	expect := func(typ coordinator.EventType, check func(coordinator.Event) bool) {
+		t.Helper()
+		ev := next()
+		if ev.Type != typ || (check != nil && !check(ev)) {
+			t.Fatalf("got %+v, want %s", ev, typ)
+		}
+	}
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	expect(coordinator.EventPoolCreated, func(e coordinator.Event) bool { return e.Pool == "p" })
+	agent := newSession(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1", Seats: 2}); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventInstanceUp, func(e coordinator.Event) bool { return e.Instance == "i1" })
+	s := newSession(t, cli, 10*time.Second)
+	a, err := c.Claim(ctx, s, "p", coordinator.WithHolder("alice"), coordinator.WithTenant("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventSeatClaimed, func(e coordinator.Event) bool {
+		return e.Holder == "alice" && e.Token == a.Token() && e.Seat == a.Seat() && e.Instance == "i1" && e.Tenant == "t"
+	})
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventSeatReleased, func(e coordinator.Event) bool { return e.Token == a.Token() })
+	b, err := c.Claim(ctx, s, "p", coordinator.WithHolder("bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventSeatClaimed, nil)
+	if _, err := c.ForceRelease(ctx, "p", b.Seat(), b.Token(), "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventSeatForceReleased, func(e coordinator.Event) bool { return e.Reason == "maintenance" && e.Holder == "bob" })
+	short := newSession(t, cli, 10*time.Second)
+	if _, err := c.Claim(ctx, short, "p"); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventSeatClaimed, nil)
+	etcdtest.Revoke(t, cli, short.Lease())
+	expect(coordinator.EventSeatExpired, nil)
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventInstanceDraining, nil)
+	if _, err := c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: 3}, 0); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventSpecChanged, nil)
+	if err := c.DeregisterInstance(ctx, "p", "i1"); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventInstanceDown, nil)
+
+	// Compaction: the stream survives and goes on.
+	etcdtest.Compact(t, cli)
+	if err := c.DeletePool(ctx, "p", false); err != nil {
+		t.Fatal(err)
+	}
+	expect(coordinator.EventPoolDeleted, nil)
+}
+
+func TestWatchSurvivesCompactionAndRestart(t *testing.T) {
+	cl := etcdtest.Start(t)
+	cli := cl.Client(t)
+	c, err := coordinator.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 60*time.Second)
+	events := c.Watch(ctx, "p")
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	if ev := <-events; ev.Type != coordinator.EventPoolCreated {
+		t.Fatalf("first event %+v", ev)
+	}
+	cl.Stop(0) // the watch breaks
+	cl.Restart(t, 0)
+	etcdtest.Compact(t, cli)
+	if _, err := c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: 3}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev := <-events:
+			if ev.Type == coordinator.EventSpecChanged {
+				return
+			}
+			if ev.Type != coordinator.EventResync {
+				t.Fatalf("unexpected %+v", ev)
+			}
+		case <-ctx.Done():
+			t.Fatal("no spec-changed event after restart and compaction")
+		}
+	}
+}
