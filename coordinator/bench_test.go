@@ -1,0 +1,181 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/embedetcd"
+)
+
+// Benchmarks run against one embedded etcd with fsync on, in one process,
+// and measure etcdpool against raw etcd in the same loop, interleaved, so
+// that a noisy machine moves both alike. Compare the ratio metrics.
+//
+//	go test -run XXX -bench . -benchtime 2000x ./coordinator/
+
+func benchEtcd(b *testing.B) *clientv3.Client {
+	b.Helper()
+	srv, err := embedetcd.Start(embedetcd.Config{Dir: b.TempDir(), ClientAddr: freeAddr(), PeerAddr: freeAddr()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Close)
+	return newClient(b, srv.ClientURL())
+}
+
+// rawCycle is what a hand-rolled claim costs: a txn that puts a key with a
+// lease if it does not exist, then a delete.
+func rawCycle(ctx context.Context, cli *clientv3.Client, key string, lease clientv3.LeaseID) error {
+	_, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, "holder", clientv3.WithLease(lease))).Commit()
+	if err == nil {
+		_, err = cli.Delete(ctx, key)
+	}
+	return err
+}
+
+func BenchmarkCycle(b *testing.B) {
+	for _, clients := range []int{1, 16} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchCycle(b, clients) })
+	}
+}
+
+func benchCycle(b *testing.B, clients int) {
+	cli := benchEtcd(b)
+	ctx := context.Background()
+	c, err := coordinator.New(cli, coordinator.WithPrefix("/bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreatePool(ctx, "p", coordinator.PoolSpec{Capacity: 1024}); err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var raw, pool []time.Duration
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := newSession(b, cli, 30*time.Second)
+			var r, p []time.Duration
+			for i := w; i < b.N; i += clients {
+				t0 := time.Now()
+				if err := rawCycle(ctx, cli, fmt.Sprintf("/raw/%d/%d", w, i), s.Lease()); err != nil {
+					b.Error(err)
+					return
+				}
+				t1 := time.Now()
+				cl, err := c.Claim(ctx, s, "p")
+				if err == nil {
+					err = cl.Release(ctx)
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				r, p = append(r, t1.Sub(t0)), append(p, time.Since(t1))
+			}
+			mu.Lock()
+			raw, pool = append(raw, r...), append(pool, p...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRatio(b, "cycle", raw, pool)
+}
+
+func reportRatio(b *testing.B, what string, raw, pool []time.Duration) {
+	if len(raw) == 0 || len(pool) == 0 {
+		return
+	}
+	mr, mp := mean(raw), mean(pool)
+	b.ReportMetric(float64(mr.Microseconds()), "raw-µs/"+what)
+	b.ReportMetric(float64(mp.Microseconds()), "etcdpool-µs/"+what)
+	b.ReportMetric(float64(mp)/float64(mr), "ratio-mean")
+	b.ReportMetric(float64(p50(pool))/float64(p50(raw)), "ratio-p50")
+}
+
+func mean(d []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d))
+}
+
+func p50(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkReleaseToGrant measures, with one waiter queued, the time from a
+// release to the waiter's grant, against one raw txn measured in the same
+// loop. "from-commit" starts when Release returns; "from-call" when it is
+// called, and so includes the release txn itself.
+func BenchmarkReleaseToGrant(b *testing.B) {
+	cli := benchEtcd(b)
+	ctx := context.Background()
+	c, err := coordinator.New(cli, coordinator.WithPrefix("/bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreatePool(ctx, "p", coordinator.PoolSpec{Capacity: 1}); err != nil {
+		b.Fatal(err)
+	}
+	s := newSession(b, cli, 30*time.Second)
+	var raw, fromCommit, fromCall []time.Duration
+	holder, err := c.Claim(ctx, s, "p")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		granted := make(chan time.Time, 1)
+		var next *coordinator.Claim
+		go func() {
+			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait())
+			if err != nil {
+				b.Error(err)
+			}
+			next = cl
+			granted <- time.Now()
+		}()
+		for q, _ := c.Queue(ctx, "p"); len(q) == 0; q, _ = c.Queue(ctx, "p") {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(2 * time.Millisecond) // let the head's watch settle
+		t0 := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		t2 := <-granted
+		fromCall, fromCommit = append(fromCall, t2.Sub(t0)), append(fromCommit, max(t2.Sub(t1), 0))
+		holder = next
+		r0 := time.Now()
+		if _, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(fmt.Sprintf("/raw/%d", i)), "=", 0)).
+			Then(clientv3.OpPut(fmt.Sprintf("/raw/%d", i), "x", clientv3.WithLease(s.Lease()))).Commit(); err != nil {
+			b.Fatal(err)
+		}
+		raw = append(raw, time.Since(r0))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(p50(raw).Microseconds()), "raw-txn-p50-µs")
+	b.ReportMetric(float64(p50(fromCommit).Microseconds()), "grant-from-commit-p50-µs")
+	b.ReportMetric(float64(p50(fromCall).Microseconds()), "grant-from-call-p50-µs")
+	b.ReportMetric(float64(p50(fromCommit))/float64(p50(raw)), "ratio-from-commit")
+	b.ReportMetric(float64(p50(fromCall))/float64(p50(raw)), "ratio-from-call")
+}
