@@ -1,0 +1,91 @@
+// Package coordinator hands out the seats of worker pools safely under
+// concurrency, on etcd.
+//
+// A pool has a capacity, optional per-tenant limits and, optionally,
+// registered instances (workers hosted by agents). A claimant holding a
+// Session takes a seat with Claim and gives it back with Release. Every key a
+// claim writes is bound to the claimant's session lease, so a claimant that
+// dies frees its seat when the lease expires: there is no counter to leak and
+// no janitor.
+//
+// # Key schema
+//
+// All keys live under a root prefix (DefaultPrefix, "/etcdpool"):
+//
+//	<root>/pools/<pool>/spec                      PoolSpec JSON; no lease
+//	<root>/pools/<pool>/instances/<id>            Instance JSON; agent's lease
+//	<root>/pools/<pool>/seats/<seat>              seat record JSON; holder's lease
+//	<root>/pools/<pool>/binds/<id>/<slot>         instance slot; holder's lease
+//	<root>/pools/<pool>/tenants/<tenant>/<slot>   tenant slot; holder's lease
+//	<root>/pools/<pool>/queue/<lease>-<nonce>     waiter JSON; waiter's lease
+//	<root>/pools/<pool>/fences/<lease>            claim fence; claimant's lease
+//	<root>/pools/<pool>/released/<seat>           last release record; no lease
+//
+// Seats and slots are 7-digit zero-padded numbers, so lexical order is
+// numeric order; names never contain '/'. At most one released record exists
+// per seat number, so the keyspace of a pool is bounded by its capacity plus
+// its live claimants.
+//
+// # Invariants
+//
+// Each claim is one transaction that takes a free seat slot below capacity,
+// a free tenant slot below the tenant's limit and a free slot of a ready
+// instance below its seat count, all or nothing. Its compares check, on the
+// server: the spec's mod revision (so a capacity or limit change aborts it);
+// that each chosen slot has CreateRevision 0; that no slot at or above each
+// limit is held (or, after a limit shrank, that no slot was created since the
+// revision the claimant counted at); the instance key's mod revision (so it
+// is registered and was ready); the queue (empty for a fresh claim, nobody
+// ahead and its own key present for a waiter); and the claimant's fence key.
+// From these, at every revision of etcd's history:
+//
+//   - a seat is granted only while fewer than capacity seats are held;
+//     after a shrink, holders above the new capacity keep their seats and
+//     nothing is granted until fewer than the new capacity are held;
+//   - no instance serves more claims than its seats (one, if exclusive);
+//   - no tenant holds more seats than its limit had when the seat was granted;
+//   - a waiter whose queue key is gone (its session died) is never granted.
+//
+// An uncontended claim with a warm cache is one round trip. Waiters queue in
+// arrival order; only the head of the queue watches the pool and each other
+// waiter watches only the waiter ahead of it, so a release wakes one waiter.
+// A waiter barred by its own tenant limit or instance selector steps out of
+// line instead of blocking the others (see queue.go).
+//
+// # Fencing
+//
+// A claim's token is the create revision of its seat key. It grows each time
+// the seat changes hands. Release and ForceRelease delete only if the token
+// still matches, so a stale or repeated release never frees a newer claim.
+// Claim.IsOwner returns the compare to put in your own transactions.
+//
+// Fencing does NOT cover:
+//
+//   - side effects outside etcd. A holder that pauses (GC, SIGSTOP, a
+//     partition) past its lease can wake up and act after its seat was
+//     granted to someone else; etcd cannot stop it. Pass Token to the
+//     downstream service and have it reject tokens older than the newest it
+//     has seen for that seat, or guard the writes with IsOwner.
+//   - the holder's process. ForceRelease frees the seat in etcd; the holder
+//     learns it through Done and must stop itself.
+//   - wall-clock skew. Session.Done closes at the local deadline (last
+//     keepalive sent + TTL - margin), which is before the server can expire
+//     the lease as long as the local clock does not run slow by more than the
+//     margin over one TTL.
+//
+// # Liveness
+//
+// A dead holder's seat frees when its lease expires: within TTL plus the
+// server's expiry scan (about 0.5 s), longer across a leader election, which
+// refreshes every lease (etcd#9888). The head waiter's watch then sees the
+// delete and claims at once.
+//
+// # Errors
+//
+// All sentinel errors are in errors.go and match with errors.Is. A claim txn
+// that fails ambiguously (timeout, lost connection) may have committed; the
+// claimant bumps its fence key so the lost attempt can no longer commit, then
+// re-reads and adopts the seat if it did. If etcd stays unreachable past the
+// caller's ctx, the same cleanup continues in the background until the
+// session ends, so no seat the caller does not know about survives it.
+package coordinator
