@@ -89,7 +89,11 @@ func newSession(t testing.TB, cli *clientv3.Client, ttl time.Duration) *coordina
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
 	return s
 }
 

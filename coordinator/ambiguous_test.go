@@ -1,0 +1,68 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+)
+
+// TestAmbiguousClaimIsCleanedUp: the claim txn reaches etcd and commits, but
+// its answer is lost and the caller's ctx runs out. The caller gets an error;
+// the seat it does not know about must not survive: the background cleanup
+// fences the attempt, finds the seat and releases it once etcd answers again,
+// while the session is still alive.
+func TestAmbiguousClaimIsCleanedUp(t *testing.T) {
+	cl := etcdtest.Start(t)
+	direct := cl.Client(t)
+	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
+	cli := newClient(t, proxy.URL())
+	c, err := coordinator.New(cli, coordinator.WithCleanupTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 30*time.Second)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := newSession(t, cli, 30*time.Second)
+	warm, err := c.Claim(ctx, s, "p") // warm the connection and the pool cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := coordinator.New(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+
+	proxy.DropResponses()
+	defer proxy.Restore()
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	claim, err := c.Claim(cctx, s, "p")
+	cancel()
+	if err == nil {
+		t.Fatalf("claim succeeded with seat %d although no answer came back", claim.Seat())
+	}
+	st, err := obs.PoolStatus(ctx, "p")
+	if err != nil || st.Held != 1 {
+		t.Fatalf("the lost attempt should have committed in etcd: held %d (%v)", st.Held, err)
+	}
+	proxy.Restore()
+	eventually(t, 20*time.Second, "the orphaned seat to be released", func() bool {
+		st, err := obs.PoolStatus(ctx, "p")
+		return err == nil && st.Held == 0
+	})
+	if s.Err() != nil {
+		t.Fatalf("session died; the cleanup must not depend on lease expiry: %v", s.Err())
+	}
+	// The session can claim again.
+	if _, err := c.Claim(ctx, s, "p"); err != nil && !errors.Is(err, coordinator.ErrNoSeat) {
+		t.Fatalf("claim after recovery: %v", err)
+	}
+}

@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+)
+
+func TestPoolCollector(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	co, err := coordinator.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, p := range []string{"a", "b"} {
+		if _, err := co.CreatePool(ctx, p, coordinator.PoolSpec{Capacity: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Orphan() // etcd is stopped below; the lease dies with it
+	for _, id := range []string{"i1", "i2"} {
+		if _, err := co.RegisterInstance(ctx, "a", sess.Lease(), coordinator.Instance{ID: id, Seats: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := co.SetInstanceState(ctx, "a", "i2", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.Claim(ctx, sess, "a"); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewPoolCollector(co, []string{"a"}, 5*time.Second))
+	want := map[string]float64{
+		`etcdpool_etcd_up`: 1,
+		`etcdpool_instances{pool="a",state="draining"}`: 1,
+		`etcdpool_instances{pool="a",state="ready"}`:    1,
+		`etcdpool_pool_capacity{pool="a"}`:              3,
+		`etcdpool_pool_held{pool="a"}`:                  1,
+		`etcdpool_pool_waiting{pool="a"}`:               0,
+	}
+	if got := gather(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("gathered %v, want %v (pool b is not included)", got, want)
+	}
+	c.Stop(0)
+	reg2 := prometheus.NewRegistry()
+	reg2.MustRegister(NewPoolCollector(co, nil, 500*time.Millisecond))
+	if got := gather(t, reg2); !maps.Equal(got, map[string]float64{"etcdpool_etcd_up": 0}) {
+		t.Fatalf("with etcd down: %v, want only etcdpool_etcd_up 0", got)
+	}
+}

@@ -1,0 +1,71 @@
+// Package metrics is the Prometheus implementation of coordinator.Metrics,
+// plus what poolagent adds: counters derived from the coordinator's event
+// stream (claims made by other processes), collectors that read pool and
+// instance state on scrape, and the lease keepalive failure counter.
+//
+// Every family is in the etcdpool_ namespace; labels are pool names, results,
+// reasons and states, never holder ids.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "etcdpool"
+
+// GrantWaitBuckets are the grant-wait histogram buckets, in seconds.
+var GrantWaitBuckets = []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// Metrics implements coordinator.Metrics with Prometheus counters and a
+// histogram. It is safe for concurrent use.
+type Metrics struct {
+	claimTxns  *prometheus.CounterVec
+	claims     *prometheus.CounterVec
+	grantWait  *prometheus.HistogramVec
+	seatsLost  *prometheus.CounterVec
+	keepaliveF prometheus.Counter
+}
+
+var _ coordinator.Metrics = (*Metrics)(nil)
+
+// New creates the families and registers them with reg. It panics if they
+// are already registered there, like prometheus.MustRegister.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		claimTxns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "claim_txns_total",
+			Help: "Claim transactions sent to etcd by this process."}, []string{"pool"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "claims_total",
+			Help: "Finished claims by result: granted, no_seat, canceled, error."}, []string{"pool", "result"}),
+		grantWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "grant_wait_seconds",
+			Help: "Time from asking for a seat to being granted it, queue included.", Buckets: GrantWaitBuckets}, []string{"pool"}),
+		seatsLost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "seats_lost_total",
+			Help: "Seats taken from their holders, by reason: expired, force_released, instance_gone, pool_deleted, unknown."}, []string{"pool", "reason"}),
+		keepaliveF: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "lease_keepalive_failures_total",
+			Help: "Times this process's lease could not be kept alive and its session was lost."}),
+	}
+	reg.MustRegister(m.claimTxns, m.claims, m.grantWait, m.seatsLost, m.keepaliveF)
+	return m
+}
+
+// ClaimTxn implements coordinator.Metrics.
+func (m *Metrics) ClaimTxn(pool string) { m.claimTxns.WithLabelValues(pool).Inc() }
+
+// ClaimResult implements coordinator.Metrics.
+func (m *Metrics) ClaimResult(pool, result string) { m.claims.WithLabelValues(pool, result).Inc() }
+
+// GrantWait implements coordinator.Metrics.
+func (m *Metrics) GrantWait(pool string, d time.Duration) {
+	m.grantWait.WithLabelValues(pool).Observe(d.Seconds())
+}
+
+// SeatLost implements coordinator.Metrics.
+func (m *Metrics) SeatLost(pool, reason string) { m.seatsLost.WithLabelValues(pool, reason).Inc() }
+
+// KeepaliveFailure counts one lost session: the lease could not be kept
+// alive until its deadline.
+func (m *Metrics) KeepaliveFailure() { m.keepaliveF.Inc() }
