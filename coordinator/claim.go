@@ -48,7 +48,7 @@ func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts .
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := validName(pool); err != nil {
+	if err := ValidateName(pool); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	if err := o.validate(); err != nil {
@@ -87,29 +87,13 @@ func defaultHolder() string {
 func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
 	sh := c.shared(pool)
 	fresh := false
-	for {
-		if err := s.Err(); err != nil {
-			return nil, fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
-		}
-		if err := ctx.Err(); err != nil {
+	for failed := 0; ; {
+		if err := alive(ctx, s); err != nil {
 			return nil, err
 		}
-		sh.mu.Lock()
-		loaded := sh.st.rev > 0
-		var p *claimPlan
-		var err error
-		if loaded {
-			p, err = sh.st.plan(req)
-		}
-		sh.mu.Unlock()
-		if !loaded || (err != nil && !fresh) {
-			refresh := func() error { return c.refresh(ctx, sh, pool) }
-			if req.opts.wait {
-				err = retry(ctx, s, refresh)
-			} else {
-				err = refresh()
-			}
-			if err != nil {
+		p, err := sh.plan(req)
+		if err != nil && !fresh {
+			if err := c.refreshShared(ctx, s, sh, pool, req.opts.wait); err != nil {
 				return nil, err
 			}
 			fresh = true
@@ -122,17 +106,47 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 			return nil, err
 		}
 		cl, resp, err := c.commit(ctx, s, pool, req, p)
-		if err != nil {
-			return nil, err
+		if err != nil || cl != nil {
+			return cl, err
 		}
 		sh.mu.Lock()
 		absorb(sh.st, p, resp)
 		sh.mu.Unlock()
-		if cl != nil {
-			return cl, nil
+		if failed++; failed > 2 {
+			// Contention, or a compare the state cannot explain: back off
+			// with jitter rather than spin.
+			time.Sleep(time.Duration(rand.IntN(1<<min(failed, 8))) * time.Millisecond)
 		}
-		fresh = true
 	}
+}
+
+// errNotLoaded says a shared state has never been read.
+var errNotLoaded = errors.New("coordinator: pool state not loaded")
+
+func (sh *sharedState) plan(req claimRequest) (*claimPlan, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.st.rev == 0 {
+		return nil, errNotLoaded
+	}
+	return sh.st.plan(req)
+}
+
+// alive reports why a claimant can no longer go on, or nil.
+func alive(ctx context.Context, s *Session) error {
+	if s.Err() != nil {
+		return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+	}
+	return ctx.Err()
+}
+
+// refreshShared reads the pool into the shared state; a waiting claimant
+// retries through transient errors.
+func (c *Coordinator) refreshShared(ctx context.Context, s *Session, sh *sharedState, pool string, wait bool) error {
+	if !wait {
+		return c.refresh(ctx, sh, pool)
+	}
+	return retry(ctx, s, func() error { return c.refresh(ctx, sh, pool) })
 }
 
 func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string) error {
@@ -211,8 +225,11 @@ func (c *Coordinator) fenceAndRead(ctx context.Context, s *Session, pool string)
 	return resp, nil
 }
 
-// adopt finds the seat a lost attempt took, by lease and nonce.
+// adopt finds the seat a lost attempt took, by lease and nonce, in a read
+// of the whole pool.
 func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mvccpb.KeyValue) *Claim {
+	st := newPoolState(c.k, pool)
+	st.load(1, kvs)
 	for _, kv := range kvs {
 		pk, err := c.k.parse(string(kv.Key))
 		if err != nil || pk.Seg != segSeats || kv.Lease != int64(req.lease) {
@@ -221,8 +238,10 @@ func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mv
 		var rec seatRecord
 		if json.Unmarshal(kv.Value, &rec) == nil && rec.Nonce == req.nonce {
 			var inst *Instance
-			if rec.Instance != "" {
-				inst = &Instance{ID: rec.Instance}
+			if in, ok := st.instances[rec.Instance]; ok {
+				inst = &in
+			} else if rec.Instance != "" {
+				inst = &Instance{ID: rec.Instance} // deregistered since; the monitor will see it
 			}
 			return c.newClaim(s, pool, pk.Slot, kv.CreateRevision, rec, inst)
 		}

@@ -16,6 +16,10 @@ var (
 	// ErrBadSpec reports a spec in etcd that cannot be decoded or is
 	// invalid, for example one written by hand with etcdctl.
 	ErrBadSpec = errors.New("coordinator: malformed pool spec in etcd")
+	// ErrForeignKey reports a key under a pool's prefix that etcdpool did
+	// not write (for example put by hand). Claims on the pool refuse to run
+	// until it is deleted, rather than guess what it means.
+	ErrForeignKey = errors.New("coordinator: foreign key under pool prefix")
 	// ErrConflict reports that a compare-and-swap lost to a concurrent
 	// change, for example UpdatePool with a stale revision.
 	ErrConflict = errors.New("coordinator: concurrent modification")

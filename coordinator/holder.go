@@ -37,8 +37,7 @@ func (cl *Claim) Tenant() string { return cl.rec.Tenant }
 func (cl *Claim) Lease() clientv3.LeaseID { return cl.sess.Lease() }
 
 // Instance returns the instance the seat is bound to, as registered when
-// the seat was granted, and false for an anonymous seat. After an ambiguous
-// claim was adopted only the ID is known.
+// the seat was granted, and false for an anonymous seat.
 func (cl *Claim) Instance() (Instance, bool) {
 	if cl.inst == nil {
 		return Instance{}, false
@@ -55,7 +54,9 @@ func (cl *Claim) IsOwner() clientv3.Cmp {
 // Done returns a channel that is closed when the seat is lost for any
 // reason: released, lease expired or presumed expired by the session's local
 // deadline, force-released, instance gone, pool deleted. The first call
-// starts a monitor (two watches); a claim nobody watches costs nothing.
+// starts a monitor (two watches); a claim nobody watches costs nothing, but
+// then nothing frees its seat early when its instance goes away: the seat
+// counts against capacity until it is released or its lease ends.
 // Done closing is advice, not a fence: a holder that is paused may act after
 // it closes. Use IsOwner for the writes that must not happen then.
 func (cl *Claim) Done() <-chan struct{} {
@@ -90,13 +91,14 @@ func (cl *Claim) lose(err error, detail string) {
 		err = fmt.Errorf("%w: %s", err, detail)
 	}
 	cl.err = err
-	close(cl.donec)
-	if cl.stopMon != nil {
-		cl.stopMon()
-	}
+	// Count before closing Done, so that whoever wakes on Done sees it.
 	if !errors.Is(err, ErrReleased) {
 		cl.c.metrics.SeatLost(cl.pool, reasonOf(err))
 		cl.c.log.Warn("seat lost", "pool", cl.pool, "seat", cl.seat, "token", cl.token, "err", err)
+	}
+	close(cl.donec)
+	if cl.stopMon != nil {
+		cl.stopMon()
 	}
 }
 
@@ -279,7 +281,7 @@ func (cl *Claim) instanceGone() {
 	cl.lose(ErrInstanceGone, cl.rec.Instance)
 	ctx, cancel := cl.c.cleanupCtx()
 	defer cancel()
-	ops := cl.c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{Reason: "instance gone", By: cl.rec.Holder})
+	ops := cl.c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{Reason: ReasonInstanceGone, By: cl.rec.Holder, At: time.Now().UTC()})
 	if _, err := cl.c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit(); err != nil {
 		cl.c.log.Warn("free seat of gone instance", "pool", cl.pool, "seat", cl.seat, "err", err)
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -15,7 +16,7 @@ import (
 // an instance replaces it; claims in flight against the old registration
 // retry.
 func (c *Coordinator) RegisterInstance(ctx context.Context, pool string, lease clientv3.LeaseID, in Instance) (Instance, error) {
-	if err := validName(pool); err != nil {
+	if err := ValidateName(pool); err != nil {
 		return Instance{}, fmt.Errorf("pool: %w", err)
 	}
 	in.defaults()
@@ -64,24 +65,30 @@ func (c *Coordinator) SetInstanceState(ctx context.Context, pool, id string, sta
 // DeregisterInstance deletes an instance. Claims bound to it lose their
 // seats with ErrInstanceGone.
 func (c *Coordinator) DeregisterInstance(ctx context.Context, pool, id string) error {
-	if err := validName(id); err != nil {
+	if err := ValidateName(id); err != nil {
 		return fmt.Errorf("instance: %w", err)
+	}
+	if err := ValidateName(pool); err != nil {
+		return fmt.Errorf("pool: %w", err)
 	}
 	resp, err := c.cli.Delete(ctx, c.k.instance(pool, id))
 	if err != nil {
 		return fmt.Errorf("coordinator: deregister %q: %w", id, err)
 	}
 	if resp.Deleted == 0 {
+		if _, err := c.GetPool(ctx, pool); errors.Is(err, ErrPoolNotFound) {
+			return err
+		}
 		return fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, id, pool)
 	}
 	return nil
 }
 
 func (c *Coordinator) instance(ctx context.Context, pool, id string) (Instance, error) {
-	if err := validName(pool); err != nil {
+	if err := ValidateName(pool); err != nil {
 		return Instance{}, fmt.Errorf("pool: %w", err)
 	}
-	if err := validName(id); err != nil {
+	if err := ValidateName(id); err != nil {
 		return Instance{}, fmt.Errorf("instance: %w", err)
 	}
 	resp, err := c.cli.Get(ctx, c.k.instance(pool, id))
@@ -89,6 +96,9 @@ func (c *Coordinator) instance(ctx context.Context, pool, id string) (Instance, 
 		return Instance{}, fmt.Errorf("coordinator: get instance %q: %w", id, err)
 	}
 	if len(resp.Kvs) == 0 {
+		if _, err := c.GetPool(ctx, pool); errors.Is(err, ErrPoolNotFound) {
+			return Instance{}, err
+		}
 		return Instance{}, fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, id, pool)
 	}
 	var in Instance

@@ -92,7 +92,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 		return bad("outside the pools prefix")
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) < 2 || validName(parts[0]) != nil {
+	if len(parts) < 2 || ValidateName(parts[0]) != nil {
 		return bad("bad pool segment")
 	}
 	pk := parsedKey{Pool: parts[0], Seg: parts[1], Slot: -1}
@@ -104,7 +104,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 			return bad("spec has no children")
 		}
 	case segInstances:
-		if len(args) != 1 || validName(args[0]) != nil {
+		if len(args) != 1 || ValidateName(args[0]) != nil {
 			return bad("bad instance id")
 		}
 		pk.Name = args[0]
@@ -114,7 +114,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 		}
 		pk.Slot, err = parseSlot(args[0])
 	case segBinds, segTenants:
-		if len(args) != 2 || validName(args[0]) != nil {
+		if len(args) != 2 || ValidateName(args[0]) != nil {
 			return bad("bad slot key")
 		}
 		pk.Name = args[0]

@@ -33,7 +33,7 @@ func (c *Coordinator) seatOf(pool string, kv *mvccpb.KeyValue) (Seat, bool) {
 
 // readPool reads a pool's whole state; ErrPoolNotFound without a spec.
 func (c *Coordinator) readPool(ctx context.Context, pool string) (*poolState, error) {
-	if err := validName(pool); err != nil {
+	if err := ValidateName(pool); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	resp, err := c.getPool(ctx, pool)

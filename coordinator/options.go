@@ -43,9 +43,18 @@ func WithMetrics(m Metrics) Option { return func(o *options) { o.metrics = m } }
 // as removing a cancelled waiter's queue key. Default 5s.
 func WithCleanupTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// ValidatePrefix checks a root prefix: it must start with '/', not end with
+// one, and be at most 256 bytes. Errors wrap ErrInvalid.
+func ValidatePrefix(p string) error {
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || len(p) > 256 {
+		return fmt.Errorf("%w: prefix %q must start with '/', not end with '/', and be at most 256 bytes", ErrInvalid, p)
+	}
+	return nil
+}
+
 func (o options) validate() error {
-	if !strings.HasPrefix(o.prefix, "/") || strings.HasSuffix(o.prefix, "/") || len(o.prefix) > 256 {
-		return fmt.Errorf("%w: prefix %q must start with '/', not end with '/', and be at most 256 bytes", ErrInvalid, o.prefix)
+	if err := ValidatePrefix(o.prefix); err != nil {
+		return err
 	}
 	if o.logger == nil || o.metrics == nil {
 		return fmt.Errorf("%w: logger and metrics must not be nil", ErrInvalid)
@@ -92,12 +101,12 @@ func (o claimOptions) validate() error {
 		return fmt.Errorf("%w: holder must be 1..%d bytes", ErrInvalid, MaxHolderLen)
 	}
 	if o.tenant != "" {
-		if err := validName(o.tenant); err != nil {
+		if err := ValidateName(o.tenant); err != nil {
 			return fmt.Errorf("tenant: %w", err)
 		}
 	}
 	if o.instance != "" {
-		if err := validName(o.instance); err != nil {
+		if err := ValidateName(o.instance); err != nil {
 			return fmt.Errorf("instance: %w", err)
 		}
 	}

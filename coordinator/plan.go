@@ -56,6 +56,9 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	if s.specErr != nil {
 		return nil, s.specErr
 	}
+	for key := range s.foreign {
+		return nil, fmt.Errorf("%w: %q under pool %q; delete it", ErrForeignKey, key, s.pool)
+	}
 	p := &claimPlan{lease: req.lease, rec: seatRecord{
 		Holder: req.opts.holder, Tenant: req.opts.tenant, Nonce: req.nonce,
 		ClaimedAt: time.Now().UTC(), TenantSlot: -1, BindSlot: -1,
@@ -89,7 +92,7 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 	q := s.k.queue(s.pool)
 	if req.queueKey == "" {
 		if len(s.queue) > 0 {
-			return fmt.Errorf("%w: pool %q has %d waiters ahead", ErrNoSeat, s.pool, len(s.queue))
+			return fmt.Errorf("%w: pool %q has claimants waiting (%d)", ErrNoSeat, s.pool, len(s.queue))
 		}
 		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(q).WithPrefix(), "=", 0))
 		return nil

@@ -30,7 +30,7 @@ func (c *Coordinator) CreatePool(ctx context.Context, name string, spec PoolSpec
 // GetPool reads a pool's spec. A spec that does not decode or validate
 // yields ErrBadSpec.
 func (c *Coordinator) GetPool(ctx context.Context, name string) (Pool, error) {
-	if err := validName(name); err != nil {
+	if err := ValidateName(name); err != nil {
 		return Pool{}, fmt.Errorf("pool: %w", err)
 	}
 	resp, err := c.cli.Get(ctx, c.k.spec(name))
@@ -78,7 +78,7 @@ func (c *Coordinator) UpdatePool(ctx context.Context, name string, spec PoolSpec
 // with ErrPoolInUse while seats are held or claimants wait; with force,
 // holders lose their seats with ErrPoolDeleted and waiters stop waiting.
 func (c *Coordinator) DeletePool(ctx context.Context, name string, force bool) error {
-	if err := validName(name); err != nil {
+	if err := ValidateName(name); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(c.k.spec(name)), ">", 0)}
@@ -103,7 +103,7 @@ func (c *Coordinator) DeletePool(ctx context.Context, name string, force bool) e
 }
 
 func (c *Coordinator) encodeSpec(name string, spec PoolSpec) (string, error) {
-	if err := validName(name); err != nil {
+	if err := ValidateName(name); err != nil {
 		return "", fmt.Errorf("pool: %w", err)
 	}
 	if err := spec.Validate(); err != nil {

@@ -210,23 +210,32 @@ func TestLeaseExpiryFreesSeat(t *testing.T) {
 	}
 }
 
-// TestCompactionWhileWaiting: the waiter's watch is compacted away; it must
-// re-list and still get its seat.
+// TestCompactionWhileWaiting: the waiters are cut off while the holder
+// releases and the history they have not read is compacted. When they
+// reconnect their watches resume at a compacted revision; they must re-list
+// and still get their seats.
 func TestCompactionWhileWaiting(t *testing.T) {
 	cl := etcdtest.Start(t)
-	cli := cl.Client(t)
+	direct := cl.Client(t)
+	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
+	cli := newClient(t, proxy.URL())
 	c, err := coordinator.New(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := ctxT(t, 30*time.Second)
+	ctx := ctxT(t, 60*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	s := newSession(t, cli, 10*time.Second)
-	holder, err := c.Claim(ctx, s, "p")
+	holderCoord, err := coordinator.New(direct)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer holderCoord.Close()
+	holder, err := holderCoord.Claim(ctx, newSession(t, direct, 30*time.Second), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli, 30*time.Second)
 	got := make(chan error, 2)
 	for range 2 { // a head waiter (pool watch) and one behind it (key watch)
 		go func() {
@@ -237,16 +246,18 @@ func TestCompactionWhileWaiting(t *testing.T) {
 			got <- err
 		}()
 	}
-	waitQueued(t, c, "p", 2)
-	for i := range 50 { // history the waiters' watches have not read yet
-		if _, err := cli.Put(ctx, c.Prefix()+"/pools/p/released/noise", fmt.Sprint(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	etcdtest.Compact(t, cli)
+	waitQueued(t, holderCoord, "p", 2)
+	proxy.Blackhole()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	for i := range 20 { // history the waiters have not read
+		if _, err := direct.Put(ctx, "/noise", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etcdtest.Compact(t, direct)
+	proxy.Restore()
 	for range 2 {
 		if err := <-got; err != nil {
 			t.Fatalf("waiter after compaction: %v", err)

@@ -39,16 +39,12 @@ func (c *Coordinator) releaseOps(pool string, seat int, token int64, rec seatRec
 // until ctx is done, which is safe because the release is idempotent.
 func (cl *Claim) Release(ctx context.Context) error {
 	c := cl.c
-	seatKey := c.k.seat(cl.pool, cl.seat)
 	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{By: cl.rec.Holder, At: time.Now().UTC()})
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit()
 		if err == nil {
 			cl.lose(ErrReleased, "")
-			sh := c.shared(cl.pool)
-			sh.mu.Lock()
-			sh.st.del(seatKey)
-			sh.mu.Unlock()
+			c.forget(cl.pool, cl.seat, cl.rec)
 			if !resp.Succeeded {
 				return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
 			}
@@ -60,6 +56,21 @@ func (cl *Claim) Release(ctx context.Context) error {
 			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
 		case <-time.After(backoff):
 		}
+	}
+}
+
+// forget drops a released seat's keys from the shared cache, so that the
+// next claim of this process sees the seat free without a read.
+func (c *Coordinator) forget(pool string, seat int, rec seatRecord) {
+	sh := c.shared(pool)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.st.del(c.k.seat(pool, seat))
+	if rec.TenantSlot >= 0 {
+		sh.st.del(c.k.tenant(pool, rec.Tenant, rec.TenantSlot))
+	}
+	if rec.BindSlot >= 0 {
+		sh.st.del(c.k.bind(pool, rec.Instance, rec.BindSlot))
 	}
 }
 
@@ -93,7 +104,7 @@ func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, t
 
 // Seat reads one held seat. ErrSeatNotFound if nobody holds it.
 func (c *Coordinator) Seat(ctx context.Context, pool string, seat int) (Seat, error) {
-	if err := validName(pool); err != nil {
+	if err := ValidateName(pool); err != nil {
 		return Seat{}, fmt.Errorf("pool: %w", err)
 	}
 	if seat < 0 || seat >= MaxCapacity {

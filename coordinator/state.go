@@ -31,6 +31,7 @@ type poolState struct {
 	tenants   map[string]map[int]int64 // tenant -> slot -> create revision
 	queue     map[string]*mvccpb.KeyValue
 	fences    map[clientv3.LeaseID]int64 // lease -> mod revision
+	foreign   map[string]bool            // keys under the pool that etcdpool did not write
 }
 
 func newPoolState(k keys, pool string) *poolState {
@@ -47,6 +48,7 @@ func (s *poolState) reset() {
 	s.tenants = map[string]map[int]int64{}
 	s.queue = map[string]*mvccpb.KeyValue{}
 	s.fences = map[clientv3.LeaseID]int64{}
+	s.foreign = map[string]bool{}
 }
 
 // load replaces the state with a full read of the pool prefix at rev. An
@@ -79,10 +81,13 @@ func (s *poolState) apply(evs []*clientv3.Event) {
 	}
 }
 
-// put records one key. Keys that do not parse are ignored.
+// put records one key. A key that does not parse is remembered as foreign:
+// claims refuse to run while one exists, because it could sit inside a range
+// a claim compares and make every claim txn fail.
 func (s *poolState) put(kv *mvccpb.KeyValue) {
 	pk, err := s.k.parse(string(kv.Key))
 	if err != nil || pk.Pool != s.pool {
+		s.foreign[string(kv.Key)] = true
 		return
 	}
 	switch pk.Seg {
@@ -116,6 +121,7 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 func (s *poolState) del(key string) {
 	pk, err := s.k.parse(key)
 	if err != nil || pk.Pool != s.pool {
+		delete(s.foreign, key)
 		return
 	}
 	switch pk.Seg {

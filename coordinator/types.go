@@ -81,7 +81,7 @@ func (s PoolSpec) Validate() error {
 		return fmt.Errorf("%w: tenant limit %d is outside 0..%d", ErrInvalid, s.TenantLimit, MaxCapacity)
 	}
 	for t, n := range s.TenantLimits {
-		if err := validName(t); err != nil {
+		if err := ValidateName(t); err != nil {
 			return fmt.Errorf("%w: tenant override: %v", ErrInvalid, err)
 		}
 		if n < 0 || n > MaxCapacity {
@@ -109,9 +109,9 @@ func decodeSpec(pool string, b []byte) (PoolSpec, error) {
 	return s, nil
 }
 
-// validName checks a pool, instance or tenant name: 1..MaxNameLen printable
-// ASCII characters, no '/', no space.
-func validName(n string) error {
+// ValidateName checks a pool, instance or tenant name: 1..MaxNameLen
+// printable ASCII characters, no '/', no space. Errors wrap ErrInvalid.
+func ValidateName(n string) error {
 	if n == "" || len(n) > MaxNameLen {
 		return fmt.Errorf("%w: name %q must be 1..%d characters", ErrInvalid, n, MaxNameLen)
 	}
@@ -174,7 +174,7 @@ func (in *Instance) defaults() {
 }
 
 func (in Instance) validate() error {
-	if err := validName(in.ID); err != nil {
+	if err := ValidateName(in.ID); err != nil {
 		return fmt.Errorf("instance id: %w", err)
 	}
 	if in.Seats < 1 || in.Seats > MaxInstanceSeats {

@@ -16,17 +16,25 @@ import (
 // Coordinator is closed. A slow reader slows the stream; nothing is dropped
 // except across a resync. Watch reads once before it returns, so every change
 // committed after it returns is delivered; if that read fails, the stream
-// starts with EventResync once etcd answers.
+// starts with EventResync once etcd answers. That first read waits at most
+// the cleanup timeout (WithCleanupTimeout). A pool name that ValidateName
+// rejects yields a closed channel.
 func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
 	out := make(chan Event, 64)
 	prefix := c.k.pools()
 	if pool != "" {
+		if ValidateName(pool) != nil {
+			close(out)
+			return out
+		}
 		prefix = c.k.pool(pool)
 	}
 	var startRev int64
-	if resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+	gctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+	if resp, err := c.cli.Get(gctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
 		startRev = resp.Header.Revision
 	}
+	cancel()
 	c.goBackground(func(bctx context.Context) {
 		defer close(out)
 		ctx, cancel := context.WithCancel(ctx)

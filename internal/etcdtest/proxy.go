@@ -15,7 +15,8 @@ type Proxy struct {
 	target string
 
 	mu    sync.Mutex
-	drop  bool
+	drop  bool // answers are dropped
+	hole  bool // requests are dropped too
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -46,12 +47,20 @@ func (p *Proxy) DropResponses() {
 	p.drop = true
 }
 
+// Blackhole drops traffic both ways while keeping connections open, like a
+// partition that the client has not noticed yet.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drop, p.hole = true, true
+}
+
 // Restore closes every connection (whose streams lost bytes) and forwards
 // new ones both ways again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.drop = false
+	p.drop, p.hole = false, false
 	for c := range p.conns {
 		c.Close()
 	}
@@ -102,7 +111,7 @@ func (p *Proxy) pipe(dst, src net.Conn, answers bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			drop := answers && p.drop
+			drop := (answers && p.drop) || p.hole
 			p.mu.Unlock()
 			if !drop {
 				if _, werr := dst.Write(buf[:n]); werr != nil {

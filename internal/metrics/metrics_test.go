@@ -95,10 +95,15 @@ func TestLibraryHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
+	// The claim counts its loss just after closing Done; poll for it.
+	lost := m.seatsLost.WithLabelValues("p", coordinator.ReasonForceReleased)
+	for deadline := time.Now().Add(5 * time.Second); counter(t, lost) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	want := map[string]float64{
 		"granted": counter(t, m.claims.WithLabelValues("p", coordinator.ResultGranted)),
 		"no_seat": counter(t, m.claims.WithLabelValues("p", coordinator.ResultNoSeat)),
-		"lost":    counter(t, m.seatsLost.WithLabelValues("p", coordinator.ReasonForceReleased)),
+		"lost":    counter(t, lost),
 	}
 	for k, v := range want {
 		if v != 1 {

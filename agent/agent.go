@@ -1,0 +1,207 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/config"
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// Agent registers a host's instances under one lease, keeps them
+// registered across lost leases, and drains them when stopped.
+type Agent struct {
+	co   *coordinator.Coordinator
+	cfg  config.Agent
+	o    options
+	name string
+
+	mu         sync.Mutex
+	sess       *coordinator.Session // nil between sessions
+	registered bool                 // every instance registered in sess
+	draining   bool
+}
+
+// Status is the agent's state as its health endpoints report it.
+type Status struct {
+	// Lease is the current session's lease; 0 between sessions.
+	Lease clientv3.LeaseID `json:"lease"`
+	// LeaseAlive is true while the session's lease is kept alive.
+	LeaseAlive bool `json:"leaseAlive"`
+	// Registered is true once every instance is registered in the session.
+	Registered bool `json:"registered"`
+	// Draining is true from the start of the drain.
+	Draining bool `json:"draining"`
+}
+
+// New returns an agent for cfg's instances. cfg must have passed
+// config.Validate.
+func New(co *coordinator.Coordinator, cfg config.Agent, opts ...Option) *Agent {
+	name := cfg.Name
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	return &Agent{co: co, cfg: cfg, o: buildOptions(opts), name: name}
+}
+
+// Status returns a snapshot of the agent's state.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := Status{Registered: a.registered, Draining: a.draining}
+	if a.sess != nil {
+		st.Lease, st.LeaseAlive = a.sess.Lease(), a.sess.Err() == nil
+	}
+	return st
+}
+
+// Run creates the configured pools that are missing, registers the
+// instances and keeps them registered until ctx ends: when the lease is
+// lost (an etcd outage, a long partition) it opens a new session and
+// registers again, with backoff. When ctx ends it drains (see Drain) and
+// returns nil. It returns an error only for a configuration etcd refuses.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.createPools(ctx); err != nil {
+		return err
+	}
+	bo := newBackoff(100*time.Millisecond, 2*time.Second)
+	for {
+		sess := a.newSession(ctx, bo)
+		if sess == nil {
+			return nil // stopped before any instance was registered
+		}
+		bo.reset()
+		if err := a.hold(ctx, sess); err != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
+			_ = sess.Close(cctx)
+			cancel()
+			return err
+		}
+		if ctx.Err() != nil {
+			a.drain(sess)
+			return nil
+		}
+		a.o.log.Warn("lease lost; registering again", "lease", leaseHex(sess.Lease()), "err", sess.Err())
+		a.o.onLeaseLost()
+		a.setSession(nil, false)
+	}
+}
+
+// newSession grants a lease, retrying with backoff; nil when ctx ends.
+func (a *Agent) newSession(ctx context.Context, bo *backoff) *coordinator.Session {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
+		sess, err := coordinator.NewSession(rctx, a.co.Client(), coordinator.WithTTL(a.cfg.TTL.D()))
+		cancel()
+		if err == nil {
+			a.setSession(sess, false)
+			a.o.log.Info("session started", "lease", leaseHex(sess.Lease()), "ttl", sess.TTL())
+			return sess
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		d := bo.next()
+		a.o.log.Warn("cannot grant lease; retrying", "err", err, "retry", d)
+		if !sleep(ctx, d) {
+			return nil
+		}
+	}
+}
+
+// hold registers every instance in sess, retrying those that fail (a pool
+// not created yet), until ctx ends or the session is lost.
+func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
+	pending := a.cfg.Instances
+	bo := newBackoff(200*time.Millisecond, 5*time.Second)
+	for {
+		var err error
+		if pending, err = a.register(ctx, sess, pending); err != nil {
+			return err
+		}
+		a.setSession(sess, len(pending) == 0)
+		var retry <-chan time.Time
+		if len(pending) > 0 {
+			retry = time.After(bo.next())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sess.Done():
+			return nil
+		case <-retry:
+		}
+	}
+}
+
+// register registers instances in sess and returns those that failed for
+// a reason that may pass. An invalid instance is an error.
+func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []config.Instance) ([]config.Instance, error) {
+	var failed []config.Instance
+	for _, in := range ins {
+		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
+		_, err := a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), coordinator.Instance{
+			ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name,
+		})
+		cancel()
+		switch {
+		case err == nil:
+			a.o.log.Info("instance registered", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
+		case errors.Is(err, coordinator.ErrInvalid):
+			return nil, fmt.Errorf("agent: instance %q of pool %q: %w", in.ID, in.Pool, err)
+		default:
+			a.o.log.Warn("cannot register instance; retrying", "pool", in.Pool, "instance", in.ID, "err", err)
+			failed = append(failed, in)
+		}
+	}
+	return failed, nil
+}
+
+func (a *Agent) setSession(sess *coordinator.Session, registered bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sess, a.registered = sess, registered
+}
+
+// createPools creates the configured pools that do not exist, retrying
+// while etcd is unreachable. An existing pool is left as it is.
+func (a *Agent) createPools(ctx context.Context) error {
+	for _, p := range a.cfg.Pools {
+		spec := coordinator.PoolSpec{Capacity: p.Capacity, SeatTTLSeconds: int64(p.SeatTTL.D() / time.Second),
+			TenantLimit: p.TenantLimit, RequireInstance: p.RequireInstance}
+		if err := a.createPool(ctx, p.Name, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Agent) createPool(ctx context.Context, name string, spec coordinator.PoolSpec) error {
+	bo := newBackoff(100*time.Millisecond, 2*time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
+		_, err := a.co.CreatePool(rctx, name, spec)
+		cancel()
+		switch {
+		case err == nil:
+			a.o.log.Info("pool created", "pool", name, "capacity", spec.Capacity)
+			return nil
+		case errors.Is(err, coordinator.ErrPoolExists):
+			return nil
+		case errors.Is(err, coordinator.ErrInvalid):
+			return fmt.Errorf("agent: pool %q: %w", name, err)
+		}
+		a.o.log.Warn("cannot create pool; retrying", "pool", name, "err", err)
+		if !sleep(ctx, bo.next()) {
+			return nil
+		}
+	}
+}
+
+func leaseHex(id clientv3.LeaseID) string { return fmt.Sprintf("%x", int64(id)) }

@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/etcdpool/etcdpool/config"
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// ErrSeatLost is returned by Sidecar.Run when the seat was taken away
+// (lease lost, force-released, instance gone, pool deleted). It wraps the
+// claim's own error.
+var ErrSeatLost = errors.New("agent: seat lost")
+
+// ErrWaitTimeout is returned by Sidecar.Run when no seat was granted
+// within the configured wait timeout.
+var ErrWaitTimeout = errors.New("agent: no seat within the wait timeout")
+
+// Sidecar claims one seat for the lifetime of a pod: it claims at start,
+// publishes the claim in the seat file and on its probes, releases on
+// shutdown, and reports a loss by failing its probes and returning
+// ErrSeatLost so that the kubelet restarts it.
+type Sidecar struct {
+	co   *coordinator.Coordinator
+	cfg  config.Sidecar
+	file SeatFile
+	o    options
+
+	mu  sync.Mutex
+	rec SeatRecord
+}
+
+// NewSidecar returns a sidecar for cfg. cfg must have passed
+// config.ValidateSidecar.
+func NewSidecar(co *coordinator.Coordinator, cfg config.Sidecar, opts ...Option) *Sidecar {
+	return &Sidecar{
+		co: co, cfg: cfg, o: buildOptions(opts),
+		file: SeatFile{JSONPath: cfg.SeatFile, EnvPath: cfg.EnvPath()},
+		rec:  SeatRecord{State: StateWaiting, Pool: cfg.Pool, Seat: -1, Holder: cfg.Holder},
+	}
+}
+
+// Record returns the current claim record.
+func (s *Sidecar) Record() SeatRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec
+}
+
+// Held reports whether the seat is held.
+func (s *Sidecar) Held() bool { return s.Record().State == StateHeld }
+
+// update records rec and writes it to the seat file. A held seat is
+// written to the file before the probes pass; any other state fails the
+// probes before the file is rewritten. Either way nobody is told "held" by
+// one channel while the other still says otherwise for long.
+func (s *Sidecar) update(rec SeatRecord) error {
+	rec.UpdatedAt = time.Now().UTC()
+	if rec.State != StateHeld {
+		s.set(rec)
+	}
+	if err := s.file.Write(rec); err != nil {
+		s.o.log.Error("cannot write seat file", "path", s.file.JSONPath, "err", err)
+		return err
+	}
+	s.set(rec)
+	return nil
+}
+
+func (s *Sidecar) set(rec SeatRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec = rec
+}
+
+// Run claims a seat, waiting up to the wait timeout, and holds it until ctx
+// ends (then it releases the seat and returns nil) or the seat is lost
+// (then it records the loss, keeps failing its probes for the loss grace
+// and returns an error wrapping ErrSeatLost).
+func (s *Sidecar) Run(ctx context.Context) error {
+	if err := s.update(s.Record()); err != nil {
+		return err
+	}
+	sess, cl, err := s.claim(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: nothing held
+		}
+		rec := s.Record()
+		rec.State, rec.Error = StateFailed, err.Error()
+		_ = s.update(rec)
+		return err
+	}
+	if err := s.update(s.heldRecord(ctx, sess, cl)); err != nil {
+		s.release(sess, cl)
+		return err
+	}
+	log := s.o.log.With("pool", s.cfg.Pool, "seat", cl.Seat(), "token", cl.Token(), "lease", leaseHex(sess.Lease()))
+	log.Info("seat held", "instance", s.Record().Instance)
+	select {
+	case <-ctx.Done():
+		s.release(sess, cl)
+		log.Info("seat released")
+		return nil
+	case <-cl.Done():
+		return s.lose(ctx, sess, cl)
+	}
+}
+
+// claim opens a session and claims a seat, both bounded by the wait
+// timeout.
+func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator.Claim, error) {
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if s.cfg.WaitTimeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, s.cfg.WaitTimeout.D())
+	}
+	defer cancel()
+	sess, err := s.newSession(wctx)
+	if err != nil {
+		return nil, nil, s.waitErr(wctx, err)
+	}
+	opts := []coordinator.ClaimOption{coordinator.WithWait(), coordinator.WithTenant(s.cfg.Tenant), coordinator.WithLabels(s.cfg.Labels)}
+	if s.cfg.Holder != "" {
+		opts = append(opts, coordinator.WithHolder(s.cfg.Holder))
+	}
+	if s.cfg.Instance != "" {
+		opts = append(opts, coordinator.WithInstance(s.cfg.Instance))
+	}
+	s.o.log.Info("claiming a seat", "pool", s.cfg.Pool, "lease", leaseHex(sess.Lease()), "holder", s.cfg.Holder)
+	cl, err := s.co.Claim(wctx, sess, s.cfg.Pool, opts...)
+	if err != nil {
+		s.closeSession(sess)
+		return nil, nil, s.waitErr(wctx, err)
+	}
+	return sess, cl, nil
+}
+
+func (s *Sidecar) waitErr(wctx context.Context, err error) error {
+	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w (%v) for pool %q: %v", ErrWaitTimeout, s.cfg.WaitTimeout, s.cfg.Pool, err)
+	}
+	return fmt.Errorf("agent: claim a seat of %q: %w", s.cfg.Pool, err)
+}
+
+// newSession grants the claimant's lease, retrying while etcd is
+// unreachable, until ctx ends.
+func (s *Sidecar) newSession(ctx context.Context) (*coordinator.Session, error) {
+	bo := newBackoff(100*time.Millisecond, 2*time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
+		sess, err := coordinator.NewSession(rctx, s.co.Client(), coordinator.WithTTL(s.cfg.TTL.D()))
+		cancel()
+		if err == nil || errors.Is(err, coordinator.ErrInvalid) {
+			return sess, err
+		}
+		s.o.log.Warn("cannot grant lease; retrying", "err", err)
+		if !sleep(ctx, bo.next()) {
+			return nil, err
+		}
+	}
+}
+
+// heldRecord describes a granted claim, with the instance's address and
+// labels (read back if the claim only knows the instance's ID).
+func (s *Sidecar) heldRecord(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) SeatRecord {
+	rec := SeatRecord{
+		State: StateHeld, Pool: cl.Pool(), Seat: cl.Seat(), Token: cl.Token(), Lease: leaseHex(sess.Lease()),
+		Holder: cl.Holder(), Tenant: cl.Tenant(),
+	}
+	in, ok := cl.Instance()
+	if !ok {
+		return rec
+	}
+	if in.Addr == "" && in.Labels == nil {
+		rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
+		all, err := s.co.Instances(rctx, cl.Pool())
+		cancel()
+		for _, x := range all {
+			if err == nil && x.ID == in.ID {
+				in = x
+			}
+		}
+	}
+	rec.Instance, rec.Address, rec.Labels = in.ID, in.Addr, in.Labels
+	return rec
+}
+
+// release gives the seat back and revokes the lease.
+func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
+	defer cancel()
+	if err := cl.Release(ctx); err != nil {
+		s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
+	}
+	s.closeSession(sess)
+	rec := s.Record()
+	rec.State = StateReleased
+	_ = s.update(rec)
+}
+
+// lose records a lost seat, serves the failure for the loss grace, and
+// returns the loss.
+func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) error {
+	cause := cl.Err()
+	rec := s.Record()
+	rec.State, rec.Reason, rec.Error = StateLost, lossReason(cause), cause.Error()
+	_ = s.update(rec)
+	s.o.log.Error("seat lost", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(),
+		"lease", leaseHex(sess.Lease()), "reason", rec.Reason, "err", cause)
+	if errors.Is(cause, coordinator.ErrSessionExpired) {
+		s.o.onLeaseLost()
+	}
+	sleep(ctx, s.cfg.LossGrace.D())
+	s.closeSession(sess)
+	return fmt.Errorf("%w: %w", ErrSeatLost, cause)
+}
+
+func (s *Sidecar) closeSession(sess *coordinator.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
+	defer cancel()
+	if err := sess.Close(ctx); err != nil {
+		s.o.log.Warn("cannot revoke lease; it expires after its TTL", "lease", leaseHex(sess.Lease()), "err", err)
+	}
+}
+
+// lossReason maps a claim's error to a coordinator loss reason.
+func lossReason(err error) string {
+	for _, r := range []struct {
+		err    error
+		reason string
+	}{
+		{coordinator.ErrSessionExpired, coordinator.ReasonExpired},
+		{coordinator.ErrForceReleased, coordinator.ReasonForceReleased},
+		{coordinator.ErrInstanceGone, coordinator.ReasonInstanceGone},
+		{coordinator.ErrPoolDeleted, coordinator.ReasonPoolDeleted},
+	} {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return coordinator.ReasonUnknown
+}

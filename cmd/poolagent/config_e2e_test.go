@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadConfigExitsTwo checks that bad configuration fails at start with
+// exit code 2 and a message naming the field.
+func TestBadConfigExitsTwo(t *testing.T) {
+	ep := "http://" + freeAddr(t) // never dialled: validation fails first
+	cases := []struct {
+		name  string
+		args  []string
+		field string
+	}{
+		{"unknown field", []string{"serve", "--endpoints", ep, "--config", writeFile(t, "a.yaml", "agent:\n  ttll: 5s\n")}, `unknown field "ttll"`},
+		{"ttl below etcd minimum", []string{"sidecar", "--endpoints", ep, "--pool", "p", "--ttl", "1s"}, "sidecar.ttl"},
+		{"empty pool", []string{"sidecar", "--endpoints", ep}, "sidecar.pool"},
+		{"empty instance pool", []string{"serve", "--endpoints", ep, "--config", writeFile(t, "b.yaml", "agent:\n  instances:\n    - {id: i1}\n")}, "agent.instances[0].pool"},
+		{"bad address", []string{"serve", "--endpoints", ep, "--config", writeFile(t, "c.yaml", "agent:\n  instances:\n    - {pool: p, id: i1, address: nope}\n")}, "agent.instances[0].address"},
+		{"bad endpoint", []string{"sidecar", "--pool", "p", "--endpoints", "127.0.0.1:2379"}, "etcd.endpoints[0]"},
+		{"bad duration flag", []string{"sidecar", "--pool", "p", "--endpoints", ep, "--wait-timeout", "soon"}, "--wait-timeout"},
+		{"unknown flag", []string{"sidecar", "--pool", "p", "--bogus"}, "unknown flag"},
+		{"no command", []string{}, "missing command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProc(t, tc.name, tc.args...)
+			if code := p.wait(t, 10*time.Second); code != 2 {
+				t.Errorf("exit code %d, want 2; stderr:\n%s", code, p.stderr.String())
+			}
+			if msg := p.stderr.String(); !strings.Contains(msg, tc.field) {
+				t.Errorf("stderr does not name %q:\n%s", tc.field, msg)
+			}
+		})
+	}
+}

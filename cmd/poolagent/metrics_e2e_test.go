@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/agent"
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+)
+
+const metricsAgent = `
+agent:
+  pools:
+    - {name: m, capacity: 2, requireInstance: true}
+  instances:
+    - {pool: m, id: i1, address: "127.0.0.1:9001"}
+    - {pool: m, id: i2, address: "127.0.0.1:9002"}
+`
+
+// TestAgentMetricsAfterKnownClaims drives a known sequence of claims from
+// this process and checks the agent's /metrics, parsed with the
+// Prometheus text parser.
+func TestAgentMetricsAfterKnownClaims(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	co := newCoordinator(t, cli)
+	a := startAgent(t, c.Endpoint(0), metricsAgent)
+	url := a.url + agent.MetricsPath
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	s1 := newSession(t, cli)
+	c1, err1 := co.Claim(ctx, s1, "m")
+	c2, err2 := co.Claim(ctx, s1, "m")
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	waitMetrics(t, url, map[string]float64{
+		`etcdpool_pool_held{pool="m"}`:                     2,
+		`etcdpool_claims_total{pool="m",result="granted"}`: 2,
+		`etcdpool_instances{pool="m",state="ready"}`:       2,
+		`etcdpool_instances{pool="m",state="draining"}`:    0,
+		`etcdpool_pool_capacity{pool="m"}`:                 2,
+		`etcdpool_lease_keepalive_failures_total`:          0,
+		`etcdpool_grant_wait_seconds_count{pool="m"}`:      2,
+		`etcdpool_etcd_up`:                                 1,
+	})
+
+	// A waiter queues behind the full pool; a second one gives up.
+	s3 := newSession(t, cli)
+	granted := queueWaiterAndQuitter(ctx, t, co, cli, s3, url)
+
+	// Releasing c1 grants the waiter; then c2 is force-released and the
+	// waiter's lease is revoked (an expiry).
+	if err := c1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c3 := <-granted; c3 == nil {
+		t.Fatal("waiter not granted after a release")
+	}
+	if _, err := co.ForceRelease(ctx, "m", c2.Seat(), c2.Token(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Revoke(t, cli, s3.Lease())
+	fams := waitMetrics(t, url, map[string]float64{
+		`etcdpool_pool_held{pool="m"}`:                                0,
+		`etcdpool_pool_waiting{pool="m"}`:                             0,
+		`etcdpool_claims_total{pool="m",result="granted"}`:            3,
+		`etcdpool_claims_total{pool="m",result="canceled"}`:           1,
+		`etcdpool_grant_wait_seconds_count{pool="m"}`:                 3,
+		`etcdpool_seats_lost_total{pool="m",reason="force_released"}`: 1,
+		`etcdpool_seats_lost_total{pool="m",reason="expired"}`:        1,
+		`etcdpool_instances{pool="m",state="ready"}`:                  2,
+	})
+	if sum := fams[`etcdpool_grant_wait_seconds_sum{pool="m"}`]; sum < 0.3 {
+		t.Errorf("grant wait sum %v, want >= 0.3s: the waiter queued for longer", sum)
+	}
+}
+
+// queueWaiterAndQuitter queues a waiter on the full pool m, then has a
+// second claimant queue and give up after 300ms. The channel yields the
+// waiter's claim once granted.
+func queueWaiterAndQuitter(ctx context.Context, t *testing.T, co *coordinator.Coordinator, cli *clientv3.Client, s3 *coordinator.Session, url string) <-chan *coordinator.Claim {
+	t.Helper()
+	granted := make(chan *coordinator.Claim, 1)
+	go func() {
+		cl, err := co.Claim(ctx, s3, "m", coordinator.WithWait(), coordinator.WithHolder("waiter"))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		granted <- cl
+	}()
+	waitFor(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, co, "m") == 1 })
+	waitMetrics(t, url, map[string]float64{`etcdpool_pool_waiting{pool="m"}`: 1})
+	gctx, gcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer gcancel()
+	if _, err := co.Claim(gctx, newSession(t, cli), "m", coordinator.WithWait(), coordinator.WithHolder("quitter")); err == nil {
+		t.Fatal("second waiter granted a seat of a full pool")
+	}
+	return granted
+}
+
+// waitMetrics scrapes url until every series in want has its value, and
+// returns the last scrape.
+func waitMetrics(t *testing.T, url string, want map[string]float64) map[string]float64 {
+	t.Helper()
+	var got map[string]float64
+	var diff []string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		got, diff = scrape(t, url), nil
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				diff = append(diff, fmt.Sprintf("%s = %v (present %v), want %v", k, g, ok, v))
+			}
+		}
+		if len(diff) == 0 {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sort.Strings(diff)
+	t.Fatalf("metrics did not converge:\n%s", strings.Join(diff, "\n"))
+	return nil
+}
+
+// scrape parses /metrics with the Prometheus text parser into series
+// strings; histograms become _count and _sum series.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v", err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			labels := seriesLabels(m)
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				out[name+labels] = m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[name+labels] = m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				out[name+"_count"+labels] = float64(m.GetHistogram().GetSampleCount())
+				out[name+"_sum"+labels] = m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return out
+}
+
+func seriesLabels(m *dto.Metric) string {
+	var parts []string
+	for _, l := range m.GetLabel() {
+		parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.Strings(parts)
+	return "{" + strings.Join(parts, ",") + "}"
+}

@@ -1,0 +1,24 @@
+//go:build !unix
+
+package cli
+
+import (
+	"errors"
+	"io"
+	"os"
+	"time"
+)
+
+// termSignals are the signals Main turns into cancellation.
+var termSignals = []os.Signal{os.Interrupt}
+
+// group is unsupported here: run needs Unix process groups.
+type group struct{ exited chan struct{} }
+
+func startGroup(string, []string, []string, io.Reader, io.Writer, io.Writer) (*group, error) {
+	return nil, errors.New("run needs Unix process groups and is not supported on this platform")
+}
+
+func (g *group) signal(os.Signal)          {}
+func (g *group) stop(time.Duration) string { return "" }
+func (g *group) exitCode() int             { return ExitError }

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// defaultKillGrace is how long run waits after SIGTERM before SIGKILL.
+const defaultKillGrace = 10 * time.Second
+
+// runOptions is run.
+type runOptions struct {
+	g         *globalOptions
+	Pool      string
+	Tenant    string
+	Instance  string
+	Labels    []string
+	Holder    string
+	Wait      time.Duration // 0: wait as long as it takes
+	NoWait    bool
+	TTL       time.Duration // 0: the pool spec's seat TTL
+	KillGrace time.Duration
+	Verbose   bool
+	Argv      []string
+
+	labels map[string]string
+	path   string // Argv[0] resolved in PATH
+}
+
+func newRunCommand(g *globalOptions) *cobra.Command {
+	o := &runOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "run POOL [flags] -- CMD [ARGS...]",
+		Short: "Run a command while holding a seat of a pool",
+		Long:  runLong,
+		Example: "  poolctl run gpu -- ./train.sh --epochs 3\n" +
+			"  poolctl run builds --tenant ci --wait 10m -- make test\n" +
+			"  poolctl run gpu --label zone=a --no-wait -- sh -c 'echo seat $ETCDPOOL_SEAT on $ETCDPOOL_INSTANCE_ADDR'",
+		Args:              cobra.ArbitraryArgs,
+		RunE:              runE(o),
+		ValidArgsFunction: completePools(g),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Tenant, "tenant", "", "charge the seat to this tenant (subject to tenant limits)")
+	f.StringVar(&o.Instance, "instance", "", "bind the seat to this instance")
+	f.StringArrayVar(&o.Labels, "label", nil, "bind the seat to an instance with label k=v, repeatable")
+	f.StringVar(&o.Holder, "holder", "", "holder name shown to operators (default <hostname>/<pid>)")
+	f.DurationVar(&o.Wait, "wait", 0, "give up (exit 6) if no seat is granted within this long; 0 waits as long as it takes")
+	f.BoolVar(&o.NoWait, "no-wait", false, "give up at once (exit 6) if no seat is free now")
+	f.DurationVar(&o.TTL, "ttl", 0, "session lease TTL, whole seconds (default: the pool's seat TTL)")
+	f.DurationVar(&o.KillGrace, "kill-grace", defaultKillGrace, "after SIGTERM, wait this long before SIGKILL")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "report waiting, the seat taken and its release on stderr")
+	return cmd
+}
+
+const runLong = `Run a command while holding one seat of POOL, like "consul lock -n".
+
+poolctl waits for a seat (queueing in FIFO order; --wait bounds the wait,
+--no-wait refuses to wait), then starts CMD in its own process group with
+these variables added to its environment:
+
+  ETCDPOOL_POOL           the pool
+  ETCDPOOL_SEAT           the seat number
+  ETCDPOOL_TOKEN          the fencing token; pass it to services that must reject stale holders
+  ETCDPOOL_INSTANCE       the instance the seat is bound to, or empty
+  ETCDPOOL_INSTANCE_ADDR  that instance's address, or empty
+
+ETCDPOOL_PASSWORD is removed from the command's environment. SIGINT, SIGTERM
+and SIGHUP are forwarded to the command's whole process group. The command
+runs in its own process group, so it cannot read from the terminal.
+
+When CMD exits, any process it left in its group is stopped (SIGTERM, then
+SIGKILL after --kill-grace), the seat is released and poolctl exits with
+CMD's exit code (128+N if a signal N killed it).
+
+If the seat is lost while CMD runs (force-released, session lease lost,
+instance gone, pool deleted), poolctl sends SIGTERM to the whole process
+group, SIGKILL after --kill-grace, and exits 7. The session lease is revoked
+at the end in every case.`
+
+// Complete implements command.
+func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 {
+		return usageError("separate the command with --: poolctl run POOL [flags] -- CMD [ARGS...]")
+	}
+	if dash != 1 || len(args) == dash {
+		return usageError("want exactly POOL before -- and a command after it: poolctl run POOL [flags] -- CMD [ARGS...]")
+	}
+	o.Pool, o.Argv = args[0], args[dash:]
+	o.labels = map[string]string{}
+	for _, kv := range o.Labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageError("--label %q: want key=value", kv)
+		}
+		o.labels[k] = v
+	}
+	path, err := exec.LookPath(o.Argv[0])
+	if err != nil {
+		return usageError("command %q: %w", o.Argv[0], err)
+	}
+	o.path = path
+	return nil
+}
+
+// Validate implements command.
+func (o *runOptions) Validate() error {
+	if err := checkName("pool", o.Pool); err != nil {
+		return err
+	}
+	for _, n := range [][2]string{{"tenant", o.Tenant}, {"instance", o.Instance}} {
+		if n[1] == "" {
+			continue
+		}
+		if err := checkName(n[0], n[1]); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.Wait < 0:
+		return usageError("--wait %v: must be 0 (as long as it takes) or positive", o.Wait)
+	case o.NoWait && o.Wait > 0:
+		return usageError("--wait and --no-wait contradict each other")
+	case o.TTL != 0 && (o.TTL%time.Second != 0 || o.TTL < coordinator.MinTTL || o.TTL > coordinator.MaxTTL):
+		return usageError("--ttl %v: must be whole seconds in %v..%v", o.TTL, coordinator.MinTTL, coordinator.MaxTTL)
+	case o.KillGrace <= 0:
+		return usageError("--kill-grace %v: must be positive", o.KillGrace)
+	case len(o.Holder) > coordinator.MaxHolderLen:
+		return usageError("--holder: at most %d bytes", coordinator.MaxHolderLen)
+	}
+	return nil
+}
+
+// Run implements command.
+func (o *runOptions) Run(ctx context.Context) error {
+	c, done, err := o.g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	sess, err := o.openSession(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer o.closeSession(sess)
+	cl, err := o.claim(ctx, c, sess)
+	if err != nil {
+		return err
+	}
+	return o.hold(ctx, cl, o.instanceOf(ctx, c, cl))
+}
+
+// instanceOf returns the instance the seat is bound to. A claim adopted
+// after an ambiguous transaction knows only the instance's ID; then the
+// address is read from etcd (best effort: it stays empty on error).
+func (o *runOptions) instanceOf(ctx context.Context, c *coordinator.Coordinator, cl *coordinator.Claim) coordinator.Instance {
+	in, ok := cl.Instance()
+	if !ok || in.Addr != "" {
+		return in
+	}
+	ctx, cancel := o.g.withTimeout(ctx)
+	defer cancel()
+	all, _ := c.Instances(ctx, cl.Pool())
+	for _, x := range all {
+		if x.ID == in.ID {
+			return x
+		}
+	}
+	return in
+}
+
+// openSession reads the pool (for its seat TTL) and grants the lease.
+func (o *runOptions) openSession(ctx context.Context, c *coordinator.Coordinator) (*coordinator.Session, error) {
+	ctx, cancel := o.g.withTimeout(ctx)
+	defer cancel()
+	ttl := o.TTL
+	if ttl == 0 {
+		p, err := c.GetPool(ctx, o.Pool)
+		if err != nil {
+			return nil, timeoutErr(ctx, err)
+		}
+		ttl = p.Spec.SeatTTL()
+	}
+	s, err := coordinator.NewSession(ctx, c.Client(), coordinator.WithTTL(ttl))
+	return s, timeoutErr(ctx, err)
+}
+
+// closeSession revokes the lease, deleting anything still bound to it.
+func (o *runOptions) closeSession(s *coordinator.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.g.CommandTimeout)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		o.logf("warning: %s; the lease expires in %v", Message(err), s.TTL())
+	}
+}
+
+// logf writes one line to stderr when --verbose is set, and always for
+// warnings.
+func (o *runOptions) logf(format string, args ...any) {
+	if o.Verbose || strings.HasPrefix(format, "warning:") {
+		fmt.Fprintf(o.g.env.ErrOut, "poolctl: "+format+"\n", args...)
+	}
+}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// hold runs the command while the claim holds its seat. It returns the
+// command's exit status, or errSeatLost after stopping the command when the
+// seat went first. ctx does not bound the command: a signal that cancelled
+// it between the grant and the handover to the command is forwarded like
+// any later one.
+func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, in coordinator.Instance) error {
+	env := o.g.env
+	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in), env.In, env.Out, env.ErrOut)
+	if err != nil {
+		o.release(cl)
+		return fmt.Errorf("start %s: %w", o.Argv[0], err)
+	}
+	restore := o.g.sigs.take(grp.signal)
+	defer restore()
+	var early interruptError
+	if errors.As(context.Cause(ctx), &early) {
+		grp.signal(early.sig)
+	}
+	select {
+	case <-grp.exited:
+		grp.stop(o.KillGrace) // whatever the command left running in its group
+		if lost := cl.Err(); lost != nil {
+			return o.lost(cl, lost, "the command exited meanwhile")
+		}
+		o.release(cl)
+		if code := grp.exitCode(); code != 0 {
+			return exitStatus{code: code}
+		}
+		return nil
+	case <-cl.Done():
+		how := grp.stop(o.KillGrace)
+		return o.lost(cl, cl.Err(), how)
+	}
+}
+
+// lost reports a seat lost while the command ran.
+func (o *runOptions) lost(cl *coordinator.Claim, why error, how string) error {
+	if errors.Is(why, coordinator.ErrReleased) {
+		why = errors.New("released by someone else")
+	}
+	return classify(errSeatLost, fmt.Errorf("lost seat %d of pool %q (token %d): %s; %s",
+		cl.Seat(), cl.Pool(), cl.Token(), Message(why), how))
+}
+
+// childEnv is the command's environment: ours without ETCDPOOL_PASSWORD
+// and stale ETCDPOOL_ seat variables, plus the seat's.
+func (o *runOptions) childEnv(cl *coordinator.Claim, in coordinator.Instance) []string {
+	seatVars := []string{
+		"ETCDPOOL_POOL=" + cl.Pool(),
+		"ETCDPOOL_SEAT=" + strconv.Itoa(cl.Seat()),
+		"ETCDPOOL_TOKEN=" + strconv.FormatInt(cl.Token(), 10),
+		"ETCDPOOL_INSTANCE=" + in.ID,
+		"ETCDPOOL_INSTANCE_ADDR=" + in.Addr,
+	}
+	drop := map[string]bool{"ETCDPOOL_PASSWORD": true}
+	for _, kv := range seatVars {
+		k, _, _ := strings.Cut(kv, "=")
+		drop[k] = true
+	}
+	var out []string
+	for _, kv := range o.g.env.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, seatVars...)
+}

@@ -1,0 +1,203 @@
+package config
+
+import (
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is wrapped by every configuration error.
+var ErrInvalid = errors.New("config: invalid")
+
+// FieldError is a configuration error about one field.
+type FieldError struct {
+	// Field is the dotted path of the field, e.g. "agent.instances[0].pool",
+	// or the flag or variable the value came from.
+	Field string
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Defaults that other packages (probes, manifests) must agree with.
+const (
+	// DefaultEndpoint is the etcd endpoint used when none is configured.
+	DefaultEndpoint = "http://127.0.0.1:2379"
+	// DefaultPrefix is the root of etcdpool's keys.
+	DefaultPrefix = "/etcdpool"
+	// DefaultAgentPort is the port of the agent's HTTP server.
+	DefaultAgentPort = 9464
+	// DefaultSidecarPort is the port of the sidecar's HTTP server, where
+	// its probes are served.
+	DefaultSidecarPort = 8086
+	// DefaultSeatFile is where the sidecar writes its claim.
+	DefaultSeatFile = "/var/run/etcdpool/seat.json"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	// Etcd says how to reach etcd.
+	Etcd Etcd `json:"etcd"`
+	// Prefix is the root of etcdpool's keys. Default DefaultPrefix.
+	Prefix string `json:"prefix"`
+	// Log configures logging to stderr.
+	Log Log `json:"log"`
+	// Agent configures `poolagent serve`.
+	Agent Agent `json:"agent"`
+	// Sidecar configures `poolagent sidecar`.
+	Sidecar Sidecar `json:"sidecar"`
+}
+
+// Etcd is the client configuration.
+type Etcd struct {
+	// Endpoints are etcd client URLs. Default [DefaultEndpoint].
+	Endpoints []string `json:"endpoints"`
+	// DialTimeout bounds connecting and each request the agent or sidecar
+	// makes. Default 2s. It must not exceed the TTLs.
+	DialTimeout Duration `json:"dialTimeout"`
+	// Username for etcd authentication. Default none.
+	Username string `json:"username"`
+	// Password for Username. Default none.
+	Password string `json:"password"`
+	// TLS configures client TLS. Default none (plain http).
+	TLS TLS `json:"tls"`
+}
+
+// TLS is client TLS material, as file paths.
+type TLS struct {
+	// CertFile is the client certificate. Default none; needs KeyFile.
+	CertFile string `json:"certFile"`
+	// KeyFile is the client key. Default none; needs CertFile.
+	KeyFile string `json:"keyFile"`
+	// CAFile is the CA bundle that signs the servers. Default: system pool.
+	CAFile string `json:"caFile"`
+	// ServerName overrides the name checked in the server certificate.
+	// Default: the endpoint's host.
+	ServerName string `json:"serverName"`
+}
+
+// Enabled reports whether any TLS setting is present.
+func (t TLS) Enabled() bool {
+	return t.CertFile != "" || t.KeyFile != "" || t.CAFile != "" || t.ServerName != ""
+}
+
+// Log configures the slog handler.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `json:"level"`
+	// Format is text or json. Default text.
+	Format string `json:"format"`
+}
+
+// Agent configures the agent that registers instances.
+type Agent struct {
+	// Name is recorded on every instance. Default: the host name.
+	Name string `json:"name"`
+	// Listen is host:port of /metrics, /healthz and /readyz. Default ":9464".
+	Listen string `json:"listen"`
+	// TTL is the lease the instances are bound to. Default 10s; 2s..24h.
+	TTL Duration `json:"ttl"`
+	// DrainTimeout is how long SIGTERM waits for held seats on this
+	// agent's instances to be released before deregistering. Default 30s;
+	// 0 deregisters at once.
+	DrainTimeout Duration `json:"drainTimeout"`
+	// Pools are created when missing (never updated). Default none.
+	Pools []Pool `json:"pools"`
+	// Instances are registered under the agent's lease. Required for serve.
+	Instances []Instance `json:"instances"`
+}
+
+// Pool is a pool the agent creates when it does not exist.
+type Pool struct {
+	// Name of the pool. Required.
+	Name string `json:"name"`
+	// Capacity is how many seats may be held at once. Required, >= 1.
+	Capacity int `json:"capacity"`
+	// SeatTTL is the session TTL claimants should use. Default 0: the
+	// coordinator's default (10s).
+	SeatTTL Duration `json:"seatTTL"`
+	// TenantLimit caps the seats of one tenant. Default 0: no limit.
+	TenantLimit int `json:"tenantLimit"`
+	// RequireInstance makes every claim bind to an instance. Default false.
+	RequireInstance bool `json:"requireInstance"`
+}
+
+// Instance is a worker the agent registers.
+type Instance struct {
+	// Pool the instance serves. Required.
+	Pool string `json:"pool"`
+	// ID names the instance within its pool. Required.
+	ID string `json:"id"`
+	// Address is host:port where claimants reach the worker. Default none.
+	Address string `json:"address"`
+	// Labels are matched by claims that ask for labels. Default none.
+	Labels map[string]string `json:"labels"`
+	// Seats is how many claims it serves at once. Default 1.
+	Seats int `json:"seats"`
+}
+
+// Sidecar configures the claimant.
+type Sidecar struct {
+	// Pool to claim a seat of. Required for sidecar.
+	Pool string `json:"pool"`
+	// Tenant the seat is charged to. Default none.
+	Tenant string `json:"tenant"`
+	// Instance binds the seat to this instance only. Default any.
+	Instance string `json:"instance"`
+	// Labels binds the seat to an instance with these labels. Default any.
+	Labels map[string]string `json:"labels"`
+	// Holder names the claimant. Default $POD_NAMESPACE/$POD_NAME when set,
+	// else "<host>/<pid>".
+	Holder string `json:"holder"`
+	// WaitTimeout bounds the wait for a seat. Default 0: until stopped.
+	WaitTimeout Duration `json:"waitTimeout"`
+	// TTL is the claimant's lease. Default 10s; 2s..24h.
+	TTL Duration `json:"ttl"`
+	// Listen is host:port of the probes. Default ":8086".
+	Listen string `json:"listen"`
+	// SeatFile is where the claim is written as JSON. Default
+	// DefaultSeatFile.
+	SeatFile string `json:"seatFile"`
+	// EnvFile is where the claim is written as KEY='value' lines. Default:
+	// SeatFile with its extension replaced by ".env".
+	EnvFile string `json:"envFile"`
+	// LossGrace is how long the sidecar keeps serving failed probes after
+	// losing its seat before it exits with code 3. Default 2s.
+	LossGrace Duration `json:"lossGrace"`
+}
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	return Config{
+		Etcd:   Etcd{Endpoints: []string{DefaultEndpoint}, DialTimeout: Duration(2 * time.Second)},
+		Prefix: DefaultPrefix,
+		Log:    Log{Level: "info", Format: "text"},
+		Agent: Agent{
+			Listen:       ":" + strconv.Itoa(DefaultAgentPort),
+			TTL:          Duration(10 * time.Second),
+			DrainTimeout: Duration(30 * time.Second),
+		},
+		Sidecar: Sidecar{
+			TTL:       Duration(10 * time.Second),
+			Listen:    ":" + strconv.Itoa(DefaultSidecarPort),
+			SeatFile:  DefaultSeatFile,
+			LossGrace: Duration(2 * time.Second),
+		},
+	}
+}
+
+// EnvPath returns EnvFile, or SeatFile with its extension replaced by
+// ".env" when EnvFile is empty.
+func (s Sidecar) EnvPath() string {
+	if s.EnvFile != "" {
+		return s.EnvFile
+	}
+	return strings.TrimSuffix(s.SeatFile, filepath.Ext(s.SeatFile)) + ".env"
+}

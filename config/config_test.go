@@ -1,0 +1,158 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default() does not validate: %v", err)
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(*Config)
+		field string
+	}{
+		{"ttl below etcd minimum", func(c *Config) { c.Agent.TTL = Duration(time.Second) }, "agent.ttl"},
+		{"sidecar ttl below minimum", func(c *Config) { c.Sidecar.TTL = Duration(1500 * time.Millisecond) }, "sidecar.ttl"},
+		{"dial timeout above ttl", func(c *Config) { c.Agent.TTL, c.Etcd.DialTimeout = Duration(2*time.Second), Duration(5*time.Second) }, "agent.ttl"},
+		{"empty instance pool", func(c *Config) { c.Agent.Instances = []Instance{{ID: "i"}} }, "agent.instances[0].pool"},
+		{"bad instance address", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i", Address: "no-port"}} }, "agent.instances[0].address"},
+		{"bad instance port", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i", Address: "h:99999"}} }, "agent.instances[0].address"},
+		{"duplicate instance", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i"}, {Pool: "p", ID: "i"}} }, "agent.instances[1].id"},
+		{"slash in pool name", func(c *Config) { c.Sidecar.Pool = "a/b" }, "sidecar.pool"},
+		{"endpoint without scheme", func(c *Config) { c.Etcd.Endpoints = []string{"127.0.0.1:2379"} }, "etcd.endpoints[0]"},
+		{"no endpoints", func(c *Config) { c.Etcd.Endpoints = nil }, "etcd.endpoints"},
+		{"cert without key", func(c *Config) { c.Etcd.TLS.CertFile = "c.pem" }, "etcd.tls.keyFile"},
+		{"user without password", func(c *Config) { c.Etcd.Username = "u" }, "etcd.password"},
+		{"negative drain", func(c *Config) { c.Agent.DrainTimeout = -1 }, "agent.drainTimeout"},
+		{"pool capacity 0", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p"}} }, "agent.pools[0].capacity"},
+		{"pool seat ttl too short", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(time.Second)}} }, "agent.pools[0].seatTTL"},
+		{"loss grace above ttl", func(c *Config) { c.Sidecar.LossGrace = Duration(time.Minute) }, "sidecar.lossGrace"},
+		{"bad listen", func(c *Config) { c.Sidecar.Listen = "8086" }, "sidecar.listen"},
+		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
+		{"bad prefix", func(c *Config) { c.Prefix = "etcdpool/" }, "prefix"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			tc.edit(&c)
+			err := c.Validate()
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate() = %v, want a FieldError on %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestModeRules(t *testing.T) {
+	c := Default()
+	if err := c.ValidateSidecar(); err == nil || !strings.Contains(err.Error(), "sidecar.pool") {
+		t.Errorf("ValidateSidecar without a pool = %v", err)
+	}
+	if err := c.ValidateServe(); err == nil || !strings.Contains(err.Error(), "agent.instances") {
+		t.Errorf("ValidateServe without instances = %v", err)
+	}
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestLoadLayersFileEnvFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "etcd:\n  endpoints: [http://file:2379]\nsidecar:\n  pool: from-file\n  ttl: 4s\n  tenant: file-tenant\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	BindFlags(fs, ModeSidecar)
+	if err := fs.Parse([]string{"--ttl", "6s", "--labels", "zone=a,gpu=h100"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, ModeSidecar, env(map[string]string{
+		"ETCDPOOL_TTL": "5s", "ETCDPOOL_POOL": "from-env", "POD_NAME": "web-0", "POD_NAMESPACE": "prod",
+	}), fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ValidateSidecar(); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"endpoint from file", cfg.Etcd.Endpoints[0], "http://file:2379"},
+		{"tenant from file", cfg.Sidecar.Tenant, "file-tenant"},
+		{"pool: env beats file", cfg.Sidecar.Pool, "from-env"},
+		{"ttl: flag beats env and file", cfg.Sidecar.TTL.String(), "6s"},
+		{"labels from flag", FormatLabels(cfg.Sidecar.Labels), "gpu=h100,zone=a"},
+		{"holder from the downward API", cfg.Sidecar.Holder, "prod/web-0"},
+		{"default kept", cfg.Sidecar.Listen, ":8086"},
+		{"env file next to seat file", cfg.Sidecar.EnvPath(), "/var/run/etcdpool/seat.env"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name, path string
+		env        map[string]string
+		want       string
+	}{
+		{"unknown field", write("u.yaml", "agent:\n  tll: 5s\n"), nil, `unknown field "tll"`},
+		{"duplicate key", write("d.yaml", "prefix: /a\nprefix: /b\n"), nil, "prefix"},
+		{"numeric duration", write("n.yaml", "agent:\n  ttl: 10\n"), nil, "duration must be a string"},
+		{"missing file", filepath.Join(dir, "nope.yaml"), nil, "--config"},
+		{"bad env duration", "", map[string]string{"ETCDPOOL_DIAL_TIMEOUT": "fast"}, "ETCDPOOL_DIAL_TIMEOUT"},
+		{"bad env labels", "", map[string]string{"ETCDPOOL_LABELS": "novalue"}, "ETCDPOOL_LABELS"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.path, ModeSidecar, env(tc.env), pflag.NewFlagSet("t", pflag.ContinueOnError))
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load() = %v, want an ErrInvalid naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseLabels(f *testing.F) {
+	for _, s := range []string{"", "a=b", "a=b,c=d", "a=", "=b", ",,", "a=b=c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseLabels(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseLabels(FormatLabels(m))
+		if err != nil {
+			t.Fatalf("FormatLabels(%v) does not parse: %v", m, err)
+		}
+		if FormatLabels(again) != FormatLabels(m) {
+			t.Fatalf("round trip %q -> %v -> %v", s, m, again)
+		}
+	})
+}

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+// Mode selects the settings a command reads from the environment and flags.
+type Mode int
+
+// Modes.
+const (
+	// ModeServe is `poolagent serve`.
+	ModeServe Mode = iota + 1
+	// ModeSidecar is `poolagent sidecar`.
+	ModeSidecar
+)
+
+// EnvPrefix starts every environment variable poolagent reads.
+const EnvPrefix = "ETCDPOOL_"
+
+// EnvName returns the environment variable that sets the same value as a
+// flag: "dial-timeout" -> "ETCDPOOL_DIAL_TIMEOUT".
+func EnvName(flag string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// rawValue holds a flag's text until Load applies it, so that a bad value is
+// reported like a bad file value, naming the flag.
+type rawValue struct{ s, kind string }
+
+// String implements pflag.Value.
+func (v *rawValue) String() string { return v.s }
+
+// Set implements pflag.Value; the text is checked by Load.
+func (v *rawValue) Set(s string) error { v.s = s; return nil }
+
+// Type implements pflag.Value.
+func (v *rawValue) Type() string { return v.kind }
+
+// BindFlags registers the flags of mode m on fs. Each flag's help names its
+// environment variable and shows the default.
+func BindFlags(fs *pflag.FlagSet, m Mode) {
+	def := Default()
+	for _, s := range settingsFor(m) {
+		usage := fmt.Sprintf("%s (env %s)", s.usage, EnvName(s.name))
+		fs.Var(&rawValue{s: s.get(&def), kind: s.kind}, s.name, usage)
+	}
+}
+
+// Load builds the configuration of mode m: Default(), then the YAML file at
+// path (if path is not empty; decoded strictly), then the ETCDPOOL_*
+// variables found by lookupEnv, then the flags of fs that were set. It does
+// not validate. Every error wraps ErrInvalid and names the field, variable
+// or flag at fault.
+func Load(path string, m Mode, lookupEnv func(string) (string, bool), fs *pflag.FlagSet) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		if err := loadFile(path, &cfg); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, s := range settingsFor(m) {
+		if v, ok := lookupEnv(EnvName(s.name)); ok {
+			if err := s.set(&cfg, v); err != nil {
+				return Config{}, fieldErr(EnvName(s.name), "%v", err)
+			}
+		}
+	}
+	for _, s := range settingsFor(m) {
+		if f := fs.Lookup(s.name); f != nil && f.Changed {
+			if err := s.set(&cfg, f.Value.String()); err != nil {
+				return Config{}, fieldErr("--"+s.name, "%v", err)
+			}
+		}
+	}
+	if m == ModeSidecar && cfg.Sidecar.Holder == "" {
+		cfg.Sidecar.Holder = podHolder(lookupEnv)
+	}
+	return cfg, nil
+}
+
+// loadFile decodes path over cfg. Fields absent from the file keep their
+// defaults; unknown and duplicated fields are errors.
+func loadFile(path string, cfg *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fieldErr("--config", "%v", err)
+	}
+	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+		return fieldErr(path, "%s", msg)
+	}
+	return nil
+}
+
+// podHolder is the Kubernetes downward-API identity, "namespace/name", or
+// "" outside a pod.
+func podHolder(lookupEnv func(string) (string, bool)) string {
+	name, _ := lookupEnv("POD_NAME")
+	ns, _ := lookupEnv("POD_NAMESPACE")
+	switch {
+	case name == "":
+		return ""
+	case ns == "":
+		return name
+	}
+	return ns + "/" + name
+}

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// setting is one value that an environment variable and a flag can set.
+type setting struct {
+	name  string // flag name; the variable is EnvName(name)
+	kind  string // shown in help
+	usage string
+	get   func(*Config) string
+	set   func(*Config, string) error
+}
+
+func settingsFor(m Mode) []setting {
+	out := commonSettings()
+	switch m {
+	case ModeServe:
+		out = append(out, serveSettings()...)
+	case ModeSidecar:
+		out = append(out, sidecarSettings()...)
+	}
+	return out
+}
+
+func commonSettings() []setting {
+	return []setting{
+		listSetting("endpoints", "etcd client URLs, comma-separated", func(c *Config) *[]string { return &c.Etcd.Endpoints }),
+		durSetting("dial-timeout", "bound on connecting and on each etcd request", func(c *Config) *Duration { return &c.Etcd.DialTimeout }),
+		strSetting("user", "etcd username", func(c *Config) *string { return &c.Etcd.Username }),
+		strSetting("password", "etcd password", func(c *Config) *string { return &c.Etcd.Password }),
+		strSetting("cert", "TLS client certificate file", func(c *Config) *string { return &c.Etcd.TLS.CertFile }),
+		strSetting("key", "TLS client key file", func(c *Config) *string { return &c.Etcd.TLS.KeyFile }),
+		strSetting("cacert", "TLS CA bundle file", func(c *Config) *string { return &c.Etcd.TLS.CAFile }),
+		strSetting("prefix", "root of etcdpool's keys", func(c *Config) *string { return &c.Prefix }),
+		strSetting("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.Log.Level }),
+		strSetting("log-format", "text or json", func(c *Config) *string { return &c.Log.Format }),
+	}
+}
+
+func serveSettings() []setting {
+	return []setting{
+		strSetting("name", "agent name recorded on instances (default: host name)", func(c *Config) *string { return &c.Agent.Name }),
+		strSetting("listen", "host:port of /metrics, /healthz, /readyz", func(c *Config) *string { return &c.Agent.Listen }),
+		durSetting("ttl", "lease TTL of the instances (2s..24h)", func(c *Config) *Duration { return &c.Agent.TTL }),
+		durSetting("drain-timeout", "on SIGTERM, longest wait for holders to release", func(c *Config) *Duration { return &c.Agent.DrainTimeout }),
+	}
+}
+
+func sidecarSettings() []setting {
+	return []setting{
+		strSetting("pool", "pool to claim a seat of", func(c *Config) *string { return &c.Sidecar.Pool }),
+		strSetting("tenant", "tenant the seat is charged to", func(c *Config) *string { return &c.Sidecar.Tenant }),
+		strSetting("instance", "bind the seat to this instance", func(c *Config) *string { return &c.Sidecar.Instance }),
+		labelSetting("labels", "bind the seat to an instance with these labels, k=v,k2=v2", func(c *Config) *map[string]string { return &c.Sidecar.Labels }),
+		strSetting("holder", "claimant identity (default: $POD_NAMESPACE/$POD_NAME, else host/pid)", func(c *Config) *string { return &c.Sidecar.Holder }),
+		durSetting("wait-timeout", "bound on the wait for a seat; 0 waits until stopped", func(c *Config) *Duration { return &c.Sidecar.WaitTimeout }),
+		durSetting("ttl", "lease TTL of the claim (2s..24h)", func(c *Config) *Duration { return &c.Sidecar.TTL }),
+		strSetting("listen", "host:port of /startupz, /readyz, /seat", func(c *Config) *string { return &c.Sidecar.Listen }),
+		strSetting("seat-file", "JSON file the claim is written to", func(c *Config) *string { return &c.Sidecar.SeatFile }),
+		strSetting("env-file", "env file the claim is written to (default: seat file with .env)", func(c *Config) *string { return &c.Sidecar.EnvFile }),
+		durSetting("loss-grace", "after losing the seat, time before exiting with code 3", func(c *Config) *Duration { return &c.Sidecar.LossGrace }),
+	}
+}
+
+func strSetting(name, usage string, field func(*Config) *string) setting {
+	return setting{name: name, kind: "string", usage: usage,
+		get: func(c *Config) string { return *field(c) },
+		set: func(c *Config, v string) error { *field(c) = v; return nil }}
+}
+
+func durSetting(name, usage string, field func(*Config) *Duration) setting {
+	return setting{name: name, kind: "duration", usage: usage,
+		get: func(c *Config) string { return field(c).String() },
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("bad duration %q (want e.g. 10s)", v)
+			}
+			*field(c) = Duration(d)
+			return nil
+		}}
+}
+
+func listSetting(name, usage string, field func(*Config) *[]string) setting {
+	return setting{name: name, kind: "urls", usage: usage,
+		get: func(c *Config) string { return strings.Join(*field(c), ",") },
+		set: func(c *Config, v string) error {
+			var out []string
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					out = append(out, s)
+				}
+			}
+			*field(c) = out
+			return nil
+		}}
+}
+
+func labelSetting(name, usage string, field func(*Config) *map[string]string) setting {
+	return setting{name: name, kind: "labels", usage: usage,
+		get: func(c *Config) string { return FormatLabels(*field(c)) },
+		set: func(c *Config, v string) error {
+			m, err := ParseLabels(v)
+			if err == nil {
+				*field(c) = m
+			}
+			return err
+		}}
+}

@@ -1,0 +1,163 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// Validate checks the fields and cross-field rules shared by every mode,
+// and the agent and sidecar sections as far as they are filled in. Use
+// ValidateServe or ValidateSidecar to also require what a mode needs.
+func (c Config) Validate() error {
+	for _, check := range []func() error{c.validateEtcd, c.validateCommon, c.validateAgent, c.validateSidecar} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateServe is Validate plus the rules of `poolagent serve`: at least
+// one instance.
+func (c Config) ValidateServe() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if len(c.Agent.Instances) == 0 {
+		return fieldErr("agent.instances", "list at least one instance to register")
+	}
+	return nil
+}
+
+// ValidateSidecar is Validate plus the rules of `poolagent sidecar`: a pool
+// to claim from.
+func (c Config) ValidateSidecar() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Sidecar.Pool == "" {
+		return fieldErr("sidecar.pool", "must not be empty: name the pool to claim a seat of")
+	}
+	return nil
+}
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (c Config) validateEtcd() error {
+	e := c.Etcd
+	if len(e.Endpoints) == 0 {
+		return fieldErr("etcd.endpoints", "must list at least one URL")
+	}
+	for i, ep := range e.Endpoints {
+		if err := checkEndpoint(ep); err != nil {
+			return fieldErr(fmt.Sprintf("etcd.endpoints[%d]", i), "%v", err)
+		}
+	}
+	if e.DialTimeout <= 0 {
+		return fieldErr("etcd.dialTimeout", "must be positive, got %v", e.DialTimeout)
+	}
+	if (e.Username == "") != (e.Password == "") {
+		return fieldErr("etcd.password", "username and password must be set together")
+	}
+	if (e.TLS.CertFile == "") != (e.TLS.KeyFile == "") {
+		return fieldErr("etcd.tls.keyFile", "certFile and keyFile must be set together")
+	}
+	return nil
+}
+
+func checkEndpoint(ep string) error {
+	u, err := url.Parse(ep)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", ep, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q must start with http:// or https://", ep)
+	}
+	return checkHostPort(u.Host, true)
+}
+
+// checkHostPort accepts host:port with a numeric port; the host may be
+// empty (all interfaces) unless needHost.
+func checkHostPort(addr string, needHost bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	if needHost && host == "" {
+		return fmt.Errorf("%q has no host", addr)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("%q has a bad host", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q has a bad port %q", addr, port)
+	}
+	return nil
+}
+
+func (c Config) validateCommon() error {
+	if !strings.HasPrefix(c.Prefix, "/") || strings.HasSuffix(c.Prefix, "/") {
+		return fieldErr("prefix", "%q must start with '/' and not end with '/'", c.Prefix)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fieldErr("log.level", "%q is not debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return fieldErr("log.format", "%q is not text or json", c.Log.Format)
+	}
+	return nil
+}
+
+// checkTTL applies etcd's lease bounds and the rule that one request must
+// fit in a TTL: a keepalive or re-registration that can take longer than
+// the lease lasts cannot save it.
+func (c Config) checkTTL(field string, ttl Duration) error {
+	if ttl.D() < coordinator.MinTTL || ttl.D() > coordinator.MaxTTL {
+		return fieldErr(field, "%v is outside %v..%v (etcd's minimum lease TTL is %v)",
+			ttl, coordinator.MinTTL, coordinator.MaxTTL, coordinator.MinTTL)
+	}
+	if c.Etcd.DialTimeout > ttl {
+		return fieldErr(field, "%v is shorter than etcd.dialTimeout %v; lower the timeout so a request fits in one lease", ttl, c.Etcd.DialTimeout)
+	}
+	return nil
+}
+
+func checkName(field, n string) error {
+	if n == "" {
+		return fieldErr(field, "must not be empty")
+	}
+	if len(n) > coordinator.MaxNameLen {
+		return fieldErr(field, "%q is longer than %d characters", n, coordinator.MaxNameLen)
+	}
+	for _, r := range n {
+		if r <= ' ' || r > '~' || r == '/' {
+			return fieldErr(field, "%q has %q; use printable ASCII without '/' or spaces", n, r)
+		}
+	}
+	return nil
+}
+
+func checkLabels(field string, labels map[string]string) error {
+	for k := range labels {
+		if k == "" || len(k) > coordinator.MaxNameLen {
+			return fieldErr(field, "bad label key %q", k)
+		}
+	}
+	return nil
+}
+
+func checkNonNegative(field string, d Duration) error {
+	if d < 0 {
+		return fieldErr(field, "must not be negative, got %v", d)
+	}
+	return nil
+}

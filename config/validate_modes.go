@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+func (c Config) validateAgent() error {
+	a := c.Agent
+	if err := checkHostPort(a.Listen, false); err != nil {
+		return fieldErr("agent.listen", "%v", err)
+	}
+	if err := c.checkTTL("agent.ttl", a.TTL); err != nil {
+		return err
+	}
+	if err := checkNonNegative("agent.drainTimeout", a.DrainTimeout); err != nil {
+		return err
+	}
+	pools := map[string]bool{}
+	for i, p := range a.Pools {
+		if err := checkPool(fmt.Sprintf("agent.pools[%d]", i), p); err != nil {
+			return err
+		}
+		if pools[p.Name] {
+			return fieldErr(fmt.Sprintf("agent.pools[%d].name", i), "pool %q is listed twice", p.Name)
+		}
+		pools[p.Name] = true
+	}
+	seen := map[string]bool{}
+	for i, in := range a.Instances {
+		f := fmt.Sprintf("agent.instances[%d]", i)
+		if err := checkInstance(f, in); err != nil {
+			return err
+		}
+		if key := in.Pool + "/" + in.ID; seen[key] {
+			return fieldErr(f+".id", "instance %q of pool %q is listed twice", in.ID, in.Pool)
+		}
+		seen[in.Pool+"/"+in.ID] = true
+	}
+	return nil
+}
+
+func checkPool(f string, p Pool) error {
+	if err := checkName(f+".name", p.Name); err != nil {
+		return err
+	}
+	if p.Capacity < 1 || p.Capacity > coordinator.MaxCapacity {
+		return fieldErr(f+".capacity", "%d is outside 1..%d", p.Capacity, coordinator.MaxCapacity)
+	}
+	if p.SeatTTL != 0 && (p.SeatTTL.D() < coordinator.MinTTL || p.SeatTTL.D() > coordinator.MaxTTL) {
+		return fieldErr(f+".seatTTL", "%v is outside %v..%v", p.SeatTTL, coordinator.MinTTL, coordinator.MaxTTL)
+	}
+	if p.SeatTTL.D()%1e9 != 0 {
+		return fieldErr(f+".seatTTL", "%v is not a whole number of seconds", p.SeatTTL)
+	}
+	if p.TenantLimit < 0 || p.TenantLimit > p.Capacity {
+		return fieldErr(f+".tenantLimit", "%d is outside 0..capacity (%d)", p.TenantLimit, p.Capacity)
+	}
+	return nil
+}
+
+func checkInstance(f string, in Instance) error {
+	if err := checkName(f+".pool", in.Pool); err != nil {
+		return err
+	}
+	if err := checkName(f+".id", in.ID); err != nil {
+		return err
+	}
+	if in.Address != "" {
+		if err := checkHostPort(in.Address, true); err != nil {
+			return fieldErr(f+".address", "%v", err)
+		}
+	}
+	if in.Seats < 0 || in.Seats > coordinator.MaxInstanceSeats {
+		return fieldErr(f+".seats", "%d is outside 1..%d (0 means 1)", in.Seats, coordinator.MaxInstanceSeats)
+	}
+	return checkLabels(f+".labels", in.Labels)
+}
+
+func (c Config) validateSidecar() error {
+	s := c.Sidecar
+	for _, n := range [][2]string{{"sidecar.pool", s.Pool}, {"sidecar.tenant", s.Tenant}, {"sidecar.instance", s.Instance}} {
+		if n[1] != "" {
+			if err := checkName(n[0], n[1]); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkLabels("sidecar.labels", s.Labels); err != nil {
+		return err
+	}
+	if len(s.Holder) > coordinator.MaxHolderLen {
+		return fieldErr("sidecar.holder", "longer than %d bytes", coordinator.MaxHolderLen)
+	}
+	if err := c.checkTTL("sidecar.ttl", s.TTL); err != nil {
+		return err
+	}
+	if err := checkHostPort(s.Listen, false); err != nil {
+		return fieldErr("sidecar.listen", "%v", err)
+	}
+	if s.SeatFile == "" {
+		return fieldErr("sidecar.seatFile", "must not be empty")
+	}
+	if s.EnvFile != "" && s.EnvFile == s.SeatFile {
+		return fieldErr("sidecar.envFile", "must differ from sidecar.seatFile")
+	}
+	if err := checkNonNegative("sidecar.waitTimeout", s.WaitTimeout); err != nil {
+		return err
+	}
+	if s.LossGrace < 0 || s.LossGrace.D() > s.TTL.D() {
+		return fieldErr("sidecar.lossGrace", "%v is outside 0..sidecar.ttl (%v): waiting longer than a lease only delays the restart that queues again", s.LossGrace, s.TTL)
+	}
+	return nil
+}
