@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"errors"
+	"sync/atomic"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,9 @@ func TestLocalDeadlineFiresBeforeServerExpiry(t *testing.T) {
 	c, cli := newCoord(t)
 	ctx := ctxT(t, 20*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	s, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(3*time.Second))
+	var failures atomic.Int64
+	s, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(3*time.Second),
+		coordinator.WithKeepAliveFailure(func(error) { failures.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +195,8 @@ func TestLocalDeadlineFiresBeforeServerExpiry(t *testing.T) {
 	}
 	if late := time.Since(s.Deadline()); late > time.Second {
 		t.Fatalf("Done closed %v after the local deadline", late)
+	}
+	if failures.Load() == 0 {
+		t.Fatal("the keepalive failure hook was never called")
 	}
 }

@@ -23,10 +23,11 @@ import (
 // slow over one TTL. Done can therefore close while the lease is in fact
 // still alive (for example during a long partition); it never closes late.
 type Session struct {
-	cli    *clientv3.Client
-	id     clientv3.LeaseID
-	ttl    time.Duration
-	margin time.Duration
+	cli       *clientv3.Client
+	id        clientv3.LeaseID
+	ttl       time.Duration
+	margin    time.Duration
+	onFailure func(error)
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -42,8 +43,9 @@ type Session struct {
 type SessionOption func(*sessionOptions)
 
 type sessionOptions struct {
-	ttl    time.Duration // default DefaultSeatTTL
-	margin time.Duration // default ttl/10, at least 200ms
+	ttl       time.Duration // default DefaultSeatTTL
+	margin    time.Duration // default ttl/10, at least 200ms
+	onFailure func(error)   // default: nothing
 }
 
 // WithTTL sets the lease TTL: MinTTL..MaxTTL. Default DefaultSeatTTL.
@@ -52,6 +54,12 @@ func WithTTL(d time.Duration) SessionOption { return func(o *sessionOptions) { o
 // WithMargin sets how long before the earliest possible server-side expiry
 // Done closes. Default TTL/10, at least 200ms; it must be below TTL/3.
 func WithMargin(d time.Duration) SessionOption { return func(o *sessionOptions) { o.margin = d } }
+
+// WithKeepAliveFailure calls f, from the keepalive goroutine, after each
+// keepalive attempt that fails. f must not block. Default: nothing.
+func WithKeepAliveFailure(f func(error)) SessionOption {
+	return func(o *sessionOptions) { o.onFailure = f }
+}
 
 // NewSession grants a lease and keeps it alive until Close or loss. ctx
 // bounds the grant only.
@@ -76,7 +84,7 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Session{
-		cli: cli, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, margin: o.margin,
+		cli: cli, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, margin: o.margin, onFailure: o.onFailure,
 		cancel: cancel, donec: make(chan struct{}), loopc: make(chan struct{}),
 	}
 	s.deadline = sent.Add(s.ttl - s.margin)
@@ -158,6 +166,9 @@ func (s *Session) keepAlive(ctx context.Context) {
 		kctx, cancel := context.WithDeadline(ctx, deadline)
 		resp, err := s.cli.KeepAliveOnce(kctx, s.id)
 		cancel()
+		if err != nil && ctx.Err() == nil && s.onFailure != nil {
+			s.onFailure(err)
+		}
 		switch {
 		case err == nil && resp.TTL > 0:
 			s.mu.Lock()
