@@ -60,7 +60,7 @@ func TestExitCode(t *testing.T) {
 // TestExitCodeTableDocumented keeps the help text, the README section and
 // the constants in step.
 func TestExitCodeTableDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README-section.md")
+	readme, err := os.ReadFile("../../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestExitCodeTableDocumented(t *testing.T) {
 	for _, e := range exitCodes {
 		row := regexp.MustCompile(fmt.Sprintf(`(?m)^\| *%d *\|`, e.Code))
 		if !row.Match(readme) {
-			t.Errorf("README-section.md has no table row for exit code %d", e.Code)
+			t.Errorf("README.md has no table row for exit code %d", e.Code)
 		}
 		if !strings.Contains(help, fmt.Sprintf("%3d  %s", e.Code, e.Meaning)) {
 			t.Errorf("help text lacks exit code %d", e.Code)
