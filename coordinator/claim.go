@@ -106,16 +106,23 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 			return nil, err
 		}
 		cl, resp, err := c.commit(ctx, s, pool, req, p)
-		if err != nil || cl != nil {
-			return cl, err
+		if err != nil {
+			return nil, err
 		}
 		sh.mu.Lock()
 		absorb(sh.st, p, resp)
 		sh.mu.Unlock()
+		if cl != nil {
+			return cl, nil
+		}
+		fresh = true // the failed txn's Else branch re-read the pool
 		if failed++; failed > 2 {
 			// Contention, or a compare the state cannot explain: back off
 			// with jitter rather than spin.
-			time.Sleep(time.Duration(rand.IntN(1<<min(failed, 8))) * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(rand.IntN(1<<min(failed, 8))) * time.Millisecond):
+			}
 		}
 	}
 }

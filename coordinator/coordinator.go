@@ -26,6 +26,7 @@ type Coordinator struct {
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	closed bool // under mu; no background work starts after Close
 }
 
 // sharedState is a pool's cached state shared by this process's claimants.
@@ -59,21 +60,34 @@ func (c *Coordinator) Client() *clientv3.Client { return c.cli }
 // Prefix returns the root prefix.
 func (c *Coordinator) Prefix() string { return c.k.root }
 
-// Close stops background work (claim monitors, cleanup of ambiguous
-// attempts) and waits for it. It does not release seats: they stay bound to
-// their sessions. It is idempotent.
+// Close stops background work and waits for it. It does not release
+// seats: they stay bound to their sessions. Claims whose Done is being
+// watched see it close with ErrClosed: the seat may still be held, but
+// nothing watches it any more. Cleanup of claims whose outcome was unknown
+// (see doc.go) stops too; close the sessions they used to be sure nothing
+// of theirs survives. It is idempotent.
 func (c *Coordinator) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
 }
 
 // goBackground runs f with the Coordinator's lifetime context; Close waits.
-func (c *Coordinator) goBackground(f func(ctx context.Context)) {
+// It reports false, and runs nothing, once Close has begun.
+func (c *Coordinator) goBackground(f func(ctx context.Context)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		f(c.ctx)
 	}()
+	return true
 }
 
 func (c *Coordinator) shared(pool string) *sharedState {

@@ -86,6 +86,7 @@
 // that fails ambiguously (timeout, lost connection) may have committed; the
 // claimant bumps its fence key so the lost attempt can no longer commit, then
 // re-reads and adopts the seat if it did. If etcd stays unreachable past the
-// caller's ctx, the same cleanup continues in the background until the
-// session ends, so no seat the caller does not know about survives it.
+// caller's ctx, the same cleanup continues in the background until it
+// succeeds, the session ends or the Coordinator is closed; close such a
+// session after closing the Coordinator to be sure nothing of it survives.
 package coordinator

@@ -66,7 +66,8 @@ func (cl *Claim) Done() <-chan struct{} {
 
 // Err returns nil while the seat is held, and after Done closes the reason:
 // ErrReleased, ErrSessionExpired, ErrForceReleased (with the operator's
-// reason), ErrInstanceGone, ErrPoolDeleted or ErrSeatLost.
+// reason), ErrInstanceGone, ErrPoolDeleted, ErrSeatLost, or ErrClosed when
+// the Coordinator was closed (the seat may still be held).
 func (cl *Claim) Err() error {
 	cl.monOnce.Do(cl.startMonitor)
 	cl.mu.Lock()
@@ -92,7 +93,7 @@ func (cl *Claim) lose(err error, detail string) {
 	}
 	cl.err = err
 	// Count before closing Done, so that whoever wakes on Done sees it.
-	if !errors.Is(err, ErrReleased) {
+	if !errors.Is(err, ErrReleased) && !errors.Is(err, ErrClosed) {
 		cl.c.metrics.SeatLost(cl.pool, reasonOf(err))
 		cl.c.log.Warn("seat lost", "pool", cl.pool, "seat", cl.seat, "token", cl.token, "err", err)
 	}
@@ -129,7 +130,9 @@ func (cl *Claim) startMonitor() {
 	ctx, cancel := context.WithCancel(cl.c.ctx)
 	cl.stopMon = cancel
 	cl.mu.Unlock()
-	cl.c.goBackground(func(context.Context) { cl.monitor(ctx) })
+	if !cl.c.goBackground(func(context.Context) { cl.monitor(ctx) }) {
+		cl.lose(ErrClosed, "coordinator closed; the seat is no longer watched")
+	}
 }
 
 func (cl *Claim) monitor(ctx context.Context) {
@@ -144,6 +147,9 @@ func (cl *Claim) monitor(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			if c.ctx.Err() != nil {
+				cl.lose(ErrClosed, "coordinator closed; the seat is no longer watched")
+			}
 			return
 		case <-cl.sess.Done():
 			cl.lose(ErrSessionExpired, fmt.Sprintf("lease %x", cl.sess.Lease()))

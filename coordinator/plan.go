@@ -134,7 +134,9 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	}
 	if o.instance != "" {
 		if _, ok := s.instances[o.instance]; !ok {
-			return fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, o.instance, s.pool)
+			// Marked as the claimant's own limit: a head waiter pinned to a
+			// vanished instance steps out instead of blocking the line.
+			return fmt.Errorf("%w: %w: %q in pool %q", ErrInstanceNotFound, errOwnLimit, o.instance, s.pool)
 		}
 	}
 	var best *Instance

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -40,16 +41,20 @@ func (c *Coordinator) releaseOps(pool string, seat int, token int64, rec seatRec
 func (cl *Claim) Release(ctx context.Context) error {
 	c := cl.c
 	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{By: cl.rec.Holder, At: time.Now().UTC()})
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit()
-		if err == nil {
+	for backoff, try := 50*time.Millisecond, 0; ; backoff, try = min(2*backoff, time.Second), try+1 {
+		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).
+			Else(clientv3.OpGet(c.k.released(cl.pool, cl.seat))).Commit()
+		switch {
+		case err == nil && (resp.Succeeded || (try > 0 && cl.releasedByUs(rangeKvs(resp)))):
+			// A retry that finds our own release record: an earlier try
+			// committed and its answer was lost.
 			cl.lose(ErrReleased, "")
-			c.forget(cl.pool, cl.seat, cl.rec)
-			if !resp.Succeeded {
-				return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
-			}
+			c.forget(cl.pool, cl.seat, cl.token, cl.rec)
 			c.log.Debug("seat released", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
 			return nil
+		case err == nil:
+			cl.classify(ctx) // tell Err why the seat was already gone
+			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
 		}
 		select {
 		case <-ctx.Done():
@@ -59,18 +64,32 @@ func (cl *Claim) Release(ctx context.Context) error {
 	}
 }
 
+// releasedByUs reports whether the release record is the one this claim's
+// own Release writes: our token, not forced, no reason.
+func (cl *Claim) releasedByUs(kvs []*mvccpb.KeyValue) bool {
+	var rel releaseRecord
+	return len(kvs) == 1 && json.Unmarshal(kvs[0].Value, &rel) == nil &&
+		rel.Token == cl.token && !rel.Forced && rel.Reason == ""
+}
+
 // forget drops a released seat's keys from the shared cache, so that the
-// next claim of this process sees the seat free without a read.
-func (c *Coordinator) forget(pool string, seat int, rec seatRecord) {
+// next claim of this process sees the seat free without a read. It drops a
+// key only if its create revision is this claim's token: a later holder of
+// the same slot has a higher one and must stay counted, or the slow path of
+// takeSlot would undercount.
+func (c *Coordinator) forget(pool string, seat int, token int64, rec seatRecord) {
 	sh := c.shared(pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.st.del(c.k.seat(pool, seat))
-	if rec.TenantSlot >= 0 {
-		sh.st.del(c.k.tenant(pool, rec.Tenant, rec.TenantSlot))
+	st := sh.st
+	if kv, ok := st.seats[seat]; ok && kv.CreateRevision == token {
+		st.del(c.k.seat(pool, seat))
 	}
-	if rec.BindSlot >= 0 {
-		sh.st.del(c.k.bind(pool, rec.Instance, rec.BindSlot))
+	if rec.TenantSlot >= 0 && st.tenants[rec.Tenant][rec.TenantSlot] == token {
+		st.del(c.k.tenant(pool, rec.Tenant, rec.TenantSlot))
+	}
+	if rec.BindSlot >= 0 && st.binds[rec.Instance][rec.BindSlot] == token {
+		st.del(c.k.bind(pool, rec.Instance, rec.BindSlot))
 	}
 }
 

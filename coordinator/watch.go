@@ -35,7 +35,7 @@ func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
 		startRev = resp.Header.Revision
 	}
 	cancel()
-	c.goBackground(func(bctx context.Context) {
+	started := c.goBackground(func(bctx context.Context) {
 		defer close(out)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -48,6 +48,9 @@ func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
 		}()
 		c.streamEvents(ctx, prefix, startRev, out)
 	})
+	if !started {
+		close(out) // the Coordinator is closed
+	}
 	return out
 }
 
