@@ -2,8 +2,8 @@ package coordinator_test
 
 import (
 	"errors"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
