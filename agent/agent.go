@@ -64,23 +64,26 @@ func (a *Agent) Status() Status {
 // Run creates the configured pools that are missing, registers the
 // instances and keeps them registered until ctx ends: when the lease is
 // lost (an etcd outage, a long partition) it opens a new session and
-// registers again, with backoff. When ctx ends it drains (see Drain) and
-// returns nil. It returns an error only for a configuration etcd refuses.
+// registers again, with backoff, and an instance deleted by someone else
+// while the lease lives is registered again (see hold). When ctx ends it
+// drains (see Drain) and returns nil. It returns an error only for a
+// configuration etcd refuses.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.createPools(ctx); err != nil {
 		return err
 	}
-	bo := newBackoff(100*time.Millisecond, 2*time.Second)
 	for {
-		sess := a.newSession(ctx, bo)
-		if sess == nil {
-			return nil // stopped before any instance was registered
+		sess, err := a.o.openSession(ctx, a.co.Client(), a.cfg.TTL.D())
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped between sessions: nothing is registered
+			}
+			return fmt.Errorf("agent: %w", err)
 		}
-		bo.reset()
+		a.setSession(sess, false)
 		if err := a.hold(ctx, sess); err != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
-			_ = sess.Close(cctx)
-			cancel()
+			a.o.closeSession(sess)
+			a.setSession(nil, false)
 			return err
 		}
 		if ctx.Err() != nil {
@@ -88,79 +91,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		a.o.log.Warn("lease lost; registering again", "lease", leaseHex(sess.Lease()), "err", sess.Err())
-		a.o.onLeaseLost()
+		a.o.onSessionLost()
 		a.setSession(nil, false)
 	}
-}
-
-// newSession grants a lease, retrying with backoff; nil when ctx ends.
-func (a *Agent) newSession(ctx context.Context, bo *backoff) *coordinator.Session {
-	for {
-		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
-		sess, err := coordinator.NewSession(rctx, a.co.Client(), coordinator.WithTTL(a.cfg.TTL.D()))
-		cancel()
-		if err == nil {
-			a.setSession(sess, false)
-			a.o.log.Info("session started", "lease", leaseHex(sess.Lease()), "ttl", sess.TTL())
-			return sess
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		d := bo.next()
-		a.o.log.Warn("cannot grant lease; retrying", "err", err, "retry", d)
-		if !sleep(ctx, d) {
-			return nil
-		}
-	}
-}
-
-// hold registers every instance in sess, retrying those that fail (a pool
-// not created yet), until ctx ends or the session is lost.
-func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
-	pending := a.cfg.Instances
-	bo := newBackoff(200*time.Millisecond, 5*time.Second)
-	for {
-		var err error
-		if pending, err = a.register(ctx, sess, pending); err != nil {
-			return err
-		}
-		a.setSession(sess, len(pending) == 0)
-		var retry <-chan time.Time
-		if len(pending) > 0 {
-			retry = time.After(bo.next())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-sess.Done():
-			return nil
-		case <-retry:
-		}
-	}
-}
-
-// register registers instances in sess and returns those that failed for
-// a reason that may pass. An invalid instance is an error.
-func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []config.Instance) ([]config.Instance, error) {
-	var failed []config.Instance
-	for _, in := range ins {
-		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
-		_, err := a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), coordinator.Instance{
-			ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name,
-		})
-		cancel()
-		switch {
-		case err == nil:
-			a.o.log.Info("instance registered", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
-		case errors.Is(err, coordinator.ErrInvalid):
-			return nil, fmt.Errorf("agent: instance %q of pool %q: %w", in.ID, in.Pool, err)
-		default:
-			a.o.log.Warn("cannot register instance; retrying", "pool", in.Pool, "instance", in.ID, "err", err)
-			failed = append(failed, in)
-		}
-	}
-	return failed, nil
 }
 
 func (a *Agent) setSession(sess *coordinator.Session, registered bool) {
@@ -203,5 +136,3 @@ func (a *Agent) createPool(ctx context.Context, name string, spec coordinator.Po
 		}
 	}
 }
-
-func leaseHex(id clientv3.LeaseID) string { return fmt.Sprintf("%x", int64(id)) }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
@@ -24,23 +25,7 @@ func setup(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, *coordinator.Coor
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co, err := coordinator.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(co.Close)
-	return c, cli, co
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return c, cli, agenttest.Coordinator(t, cli)
 }
 
 // runAgent runs a for cfg until the test ends, then stops it and waits.
@@ -68,12 +53,12 @@ func TestAgentRegistersAgainAfterLeaseRevoked(t *testing.T) {
 	_, cli, co := setup(t)
 	var lost atomic.Int32
 	a := runAgent(t, co, agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2}),
-		WithLeaseLostHook(func() { lost.Add(1) }))
-	waitFor(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+		WithSessionLostHook(func() { lost.Add(1) }))
+	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
 	old := a.Status().Lease
 	etcdtest.Revoke(t, cli, old)
 	start := time.Now()
-	waitFor(t, 5*time.Second, "registered under a new lease", func() bool {
+	agenttest.Eventually(t, 5*time.Second, "registered under a new lease", func() bool {
 		st := a.Status()
 		return st.Registered && st.Lease != old && st.LeaseAlive
 	})
@@ -85,8 +70,109 @@ func TestAgentRegistersAgainAfterLeaseRevoked(t *testing.T) {
 		t.Fatalf("instances %+v, %v", ins, err)
 	}
 	if lost.Load() != 1 {
-		t.Errorf("lease-lost hook called %d times, want 1", lost.Load())
+		t.Errorf("session-lost hook called %d times, want 1", lost.Load())
 	}
+}
+
+// TestAgentRegistersAgainAfterInstanceDeleted deletes one of the agent's
+// instances while its lease lives, through DeregisterInstance as another
+// process would and by hand as etcdctl would: the agent must register it
+// again under the same lease, and leave the other instance alone.
+func TestAgentRegistersAgainAfterInstanceDeleted(t *testing.T) {
+	_, cli, co := setup(t)
+	a := runAgent(t, co, agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2}, config.Instance{Pool: "p", ID: "i2"}))
+	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	lease := a.Status().Lease
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name   string
+		delete func() error
+	}{
+		{"DeregisterInstance", func() error { return co.DeregisterInstance(ctx, "p", "i1") }},
+		{"etcdctl del", func() error {
+			_, err := cli.Delete(ctx, coordinator.DefaultPrefix+"/pools/p/instances/i1")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := instanceMap(t, co)
+			if err := tc.delete(); err != nil {
+				t.Fatal(err)
+			}
+			took := agenttest.Eventually(t, 5*time.Second, "i1 registered again", func() bool {
+				in, ok := instanceMap(t, co)["i1"]
+				return ok && in.Revision > before["i1"].Revision
+			})
+			t.Logf("registered again %v after the delete", took)
+			after := instanceMap(t, co)
+			if in := after["i1"]; in.Lease != lease || in.Addr != "h:1" || in.Seats != 2 || in.State != coordinator.InstanceReady {
+				t.Errorf("i1 registered again as %+v, want lease %x, h:1, 2 seats, ready", in, lease)
+			}
+			if after["i2"].Revision != before["i2"].Revision {
+				t.Errorf("i2 was written again (revision %d -> %d) though nobody deleted it", before["i2"].Revision, after["i2"].Revision)
+			}
+			if st := a.Status(); !st.Registered || st.Lease != lease {
+				t.Errorf("status %+v, want registered under lease %x", st, lease)
+			}
+		})
+	}
+}
+
+// TestAgentLeavesInstanceDeletedWhileDraining deletes an instance while
+// the agent drains: re-registering it would undo the drain.
+func TestAgentLeavesInstanceDeletedWhileDraining(t *testing.T) {
+	_, cli, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"}, config.Instance{Pool: "p", ID: "i2"})
+	cfg.DrainTimeout = config.Duration(20 * time.Second)
+	a := New(co, cfg, WithPollInterval(50*time.Millisecond))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	cl := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+	stop() // the held seat keeps the drain going
+	agenttest.Eventually(t, 5*time.Second, "instances draining", func() bool {
+		ins := instanceMap(t, co)
+		return ins["i1"].State == coordinator.InstanceDraining && ins["i2"].State == coordinator.InstanceDraining
+	})
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := co.DeregisterInstance(rctx, "p", "i2"); err != nil {
+		t.Fatal(err)
+	}
+	// A lone deletion is repaired within a few hundred milliseconds when
+	// the agent is not draining (see the test above).
+	agenttest.Consistently(t, time.Second, "i2 deleted", func() bool {
+		_, ok := instanceMap(t, co)["i2"]
+		return !ok
+	})
+	if err := cl.Release(rctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if ins := instanceMap(t, co); len(ins) != 0 {
+		t.Errorf("instances left after the drain: %+v", ins)
+	}
+}
+
+// instanceMap lists pool p's instances by ID.
+func instanceMap(t *testing.T, co *coordinator.Coordinator) map[string]coordinator.Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	defer cancel()
+	ins, err := co.Instances(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]coordinator.Instance{}
+	for _, in := range ins {
+		out[in.ID] = in
+	}
+	return out
 }
 
 func TestAgentWaitsForPoolCreatedLater(t *testing.T) {
@@ -95,7 +181,7 @@ func TestAgentWaitsForPoolCreatedLater(t *testing.T) {
 	a := runAgent(t, co, cfg)
 	srv := httptest.NewServer(a.Handler(nil))
 	defer srv.Close()
-	waitFor(t, 10*time.Second, "lease", func() bool { return a.Status().LeaseAlive })
+	agenttest.Eventually(t, 10*time.Second, "lease", func() bool { return a.Status().LeaseAlive })
 	if code := get(t, srv.URL+ReadyzPath); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d with an instance unregistered, want 503", code)
 	}
@@ -107,7 +193,7 @@ func TestAgentWaitsForPoolCreatedLater(t *testing.T) {
 	if _, err := co.CreatePool(ctx, "later", coordinator.PoolSpec{Capacity: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "all registered", func() bool { return a.Status().Registered })
+	agenttest.Eventually(t, 10*time.Second, "all registered", func() bool { return a.Status().Registered })
 	if code := get(t, srv.URL+ReadyzPath); code != http.StatusOK {
 		t.Errorf("/readyz = %d once registered, want 200", code)
 	}

@@ -10,4 +10,9 @@
 // An agent whose lease expires (an etcd outage longer than its TTL) loses
 // its instances, and with them every claim bound to them, before it can
 // register again; re-registration restores the instances, not the claims.
+// The same holds for an instance deleted by hand while the agent's lease
+// lives: the agent registers it again (within a few hundred milliseconds,
+// backing off up to 5s while deletions repeat), but the claims bound to it
+// are gone. A sidecar whose session is lost while it waits queues again at
+// the back of the line.
 package agent

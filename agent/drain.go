@@ -36,11 +36,7 @@ func (a *Agent) drain(sess *coordinator.Session) {
 			log.Warn("cannot deregister instance; the lease revoke removes it", "pool", in.Pool, "instance", in.ID, "err", err)
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
-	defer cancel()
-	if err := sess.Close(rctx); err != nil {
-		log.Warn("cannot revoke lease; it expires after its TTL", "err", err)
-	}
+	a.o.closeSession(sess)
 	a.setSession(nil, false)
 	log.Info("drained")
 }
@@ -68,15 +64,8 @@ func (a *Agent) awaitIdle(sess *coordinator.Session) int {
 // heldSeats counts the seats bound to this agent's instances; -1 when a
 // pool cannot be read.
 func (a *Agent) heldSeats(sess *coordinator.Session) int {
-	mine := map[string]map[string]bool{} // pool -> instance ids
-	for _, in := range a.cfg.Instances {
-		if mine[in.Pool] == nil {
-			mine[in.Pool] = map[string]bool{}
-		}
-		mine[in.Pool][in.ID] = true
-	}
 	n := 0
-	for pool, ids := range mine {
+	for pool, ids := range a.instancesByPool() {
 		ctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
 		seats, err := a.co.Seats(ctx, pool)
 		cancel()

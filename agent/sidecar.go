@@ -77,10 +77,11 @@ func (s *Sidecar) set(rec SeatRecord) {
 	s.rec = rec
 }
 
-// Run claims a seat, waiting up to the wait timeout, and holds it until ctx
-// ends (then it releases the seat and returns nil) or the seat is lost
-// (then it records the loss, keeps failing its probes for the loss grace
-// and returns an error wrapping ErrSeatLost).
+// Run claims a seat, waiting up to the wait timeout (with a new session
+// if the first is lost while it waits), and holds it until ctx ends (then
+// it releases the seat and returns nil) or the seat is lost (then it
+// records the loss, keeps failing its probes for the loss grace and
+// returns an error wrapping ErrSeatLost).
 func (s *Sidecar) Run(ctx context.Context) error {
 	if err := s.update(s.Record()); err != nil {
 		return err
@@ -112,17 +113,41 @@ func (s *Sidecar) Run(ctx context.Context) error {
 }
 
 // claim opens a session and claims a seat, both bounded by the wait
-// timeout.
+// timeout. When the session is lost while it waits (its lease expired or
+// was revoked before a seat was granted), it opens a new session and
+// queues again, at the back of the line: no seat was held, so only the
+// place in the queue is lost.
 func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator.Claim, error) {
 	wctx, cancel := ctx, context.CancelFunc(func() {})
 	if s.cfg.WaitTimeout > 0 {
 		wctx, cancel = context.WithTimeout(ctx, s.cfg.WaitTimeout.D())
 	}
 	defer cancel()
-	sess, err := s.newSession(wctx)
-	if err != nil {
-		return nil, nil, s.waitErr(wctx, err)
+	bo := newBackoff(100*time.Millisecond, 2*time.Second)
+	for {
+		sess, err := s.o.openSession(wctx, s.co.Client(), s.cfg.TTL.D())
+		if err != nil {
+			return nil, nil, s.waitErr(wctx, err)
+		}
+		log := s.o.log.With("pool", s.cfg.Pool, "lease", leaseHex(sess.Lease()))
+		log.Info("claiming a seat", "holder", s.cfg.Holder)
+		cl, err := s.co.Claim(wctx, sess, s.cfg.Pool, s.claimOptions()...)
+		if err == nil {
+			return sess, cl, nil
+		}
+		s.o.closeSession(sess)
+		if !errors.Is(err, coordinator.ErrSessionExpired) || wctx.Err() != nil {
+			return nil, nil, s.waitErr(wctx, err)
+		}
+		log.Warn("session lost while waiting for a seat; queueing again with a new session", "err", err)
+		s.o.onSessionLost()
+		if !sleep(wctx, bo.next()) {
+			return nil, nil, s.waitErr(wctx, err)
+		}
 	}
+}
+
+func (s *Sidecar) claimOptions() []coordinator.ClaimOption {
 	opts := []coordinator.ClaimOption{coordinator.WithWait(), coordinator.WithTenant(s.cfg.Tenant), coordinator.WithLabels(s.cfg.Labels)}
 	if s.cfg.Holder != "" {
 		opts = append(opts, coordinator.WithHolder(s.cfg.Holder))
@@ -130,13 +155,7 @@ func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator
 	if s.cfg.Instance != "" {
 		opts = append(opts, coordinator.WithInstance(s.cfg.Instance))
 	}
-	s.o.log.Info("claiming a seat", "pool", s.cfg.Pool, "lease", leaseHex(sess.Lease()), "holder", s.cfg.Holder)
-	cl, err := s.co.Claim(wctx, sess, s.cfg.Pool, opts...)
-	if err != nil {
-		s.closeSession(sess)
-		return nil, nil, s.waitErr(wctx, err)
-	}
-	return sess, cl, nil
+	return opts
 }
 
 func (s *Sidecar) waitErr(wctx context.Context, err error) error {
@@ -144,24 +163,6 @@ func (s *Sidecar) waitErr(wctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v) for pool %q: %v", ErrWaitTimeout, s.cfg.WaitTimeout, s.cfg.Pool, err)
 	}
 	return fmt.Errorf("agent: claim a seat of %q: %w", s.cfg.Pool, err)
-}
-
-// newSession grants the claimant's lease, retrying while etcd is
-// unreachable, until ctx ends.
-func (s *Sidecar) newSession(ctx context.Context) (*coordinator.Session, error) {
-	bo := newBackoff(100*time.Millisecond, 2*time.Second)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
-		sess, err := coordinator.NewSession(rctx, s.co.Client(), coordinator.WithTTL(s.cfg.TTL.D()))
-		cancel()
-		if err == nil || errors.Is(err, coordinator.ErrInvalid) {
-			return sess, err
-		}
-		s.o.log.Warn("cannot grant lease; retrying", "err", err)
-		if !sleep(ctx, bo.next()) {
-			return nil, err
-		}
-	}
 }
 
 // heldRecord describes a granted claim, with the instance's address and
@@ -196,7 +197,7 @@ func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
 	if err := cl.Release(ctx); err != nil {
 		s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
 	}
-	s.closeSession(sess)
+	s.o.closeSession(sess)
 	rec := s.Record()
 	rec.State = StateReleased
 	_ = s.update(rec)
@@ -212,19 +213,11 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	s.o.log.Error("seat lost", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(),
 		"lease", leaseHex(sess.Lease()), "reason", rec.Reason, "err", cause)
 	if errors.Is(cause, coordinator.ErrSessionExpired) {
-		s.o.onLeaseLost()
+		s.o.onSessionLost()
 	}
 	sleep(ctx, s.cfg.LossGrace.D())
-	s.closeSession(sess)
+	s.o.closeSession(sess)
 	return fmt.Errorf("%w: %w", ErrSeatLost, cause)
-}
-
-func (s *Sidecar) closeSession(sess *coordinator.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
-	defer cancel()
-	if err := sess.Close(ctx); err != nil {
-		s.o.log.Warn("cannot revoke lease; it expires after its TTL", "lease", leaseHex(sess.Lease()), "err", err)
-	}
 }
 
 // lossReason maps a claim's error to a coordinator loss reason.

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
 
 func sidecarConfig(t *testing.T) config.Sidecar {
@@ -24,16 +27,14 @@ func TestSidecarReleasesOnCancel(t *testing.T) {
 	_, _, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := co.CreatePool(ctx, "p", coordinator.PoolSpec{Capacity: 1}); err != nil {
-		t.Fatal(err)
-	}
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	sc := NewSidecar(co, sidecarConfig(t))
 	srv := httptest.NewServer(sc.Handler(nil))
 	defer srv.Close()
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(rctx) }()
-	waitFor(t, 5*time.Second, "held", sc.Held)
+	agenttest.Eventually(t, 5*time.Second, "held", sc.Held)
 	for _, p := range []string{StartupzPath, ReadyzPath, HealthzPath, SeatPath} {
 		if code := get(t, srv.URL+p); code != 200 {
 			t.Errorf("%s = %d while held", p, code)
@@ -55,17 +56,8 @@ func TestSidecarWaitTimeout(t *testing.T) {
 	_, cli, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := co.CreatePool(ctx, "p", coordinator.PoolSpec{Capacity: 1}); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(ctx)
-	if _, err := co.Claim(ctx, sess, "p"); err != nil {
-		t.Fatal(err)
-	}
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p")
 	cfg := sidecarConfig(t)
 	cfg.WaitTimeout = config.Duration(300 * time.Millisecond)
 	sc := NewSidecar(co, cfg)
@@ -78,5 +70,47 @@ func TestSidecarWaitTimeout(t *testing.T) {
 	}
 	if q, _ := co.Queue(ctx, "p"); len(q) != 0 {
 		t.Errorf("queue entry left behind: %+v", q)
+	}
+}
+
+// TestSidecarQueuesAgainAfterSessionLostWhileWaiting revokes the lease of
+// a sidecar queued behind a holder: the sidecar must queue again under a
+// new lease, and get the seat when the holder releases it.
+func TestSidecarQueuesAgainAfterSessionLostWhileWaiting(t *testing.T) {
+	_, cli, co := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithHolder("holder"))
+	cfg := sidecarConfig(t)
+	cfg.WaitTimeout = config.Duration(20 * time.Second)
+	var lost atomic.Int32
+	sc := NewSidecar(co, cfg, WithSessionLostHook(func() { lost.Add(1) }))
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	}()
+
+	first := agenttest.QueuedLease(t, co, "p", 0)
+	etcdtest.Revoke(t, cli, first)
+	second := agenttest.QueuedLease(t, co, "p", first)
+	if lost.Load() != 1 {
+		t.Errorf("session-lost hook called %d times, want 1", lost.Load())
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.Eventually(t, 10*time.Second, "seat held by the sidecar", sc.Held)
+	seats, err := co.Seats(ctx, "p")
+	if err != nil || len(seats) != 1 || seats[0].Holder != "test" || seats[0].Lease != second {
+		t.Fatalf("seats %+v, %v; want one held by the sidecar under lease %x", seats, err, second)
+	}
+	if rec := sc.Record(); rec.Lease != leaseHex(second) || rec.Token != seats[0].Token {
+		t.Errorf("record %+v does not match the seat %+v", rec, seats[0])
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
 )
 
 // ErrInvalid is wrapped by every configuration error.
@@ -31,7 +33,7 @@ const (
 	// DefaultEndpoint is the etcd endpoint used when none is configured.
 	DefaultEndpoint = "http://127.0.0.1:2379"
 	// DefaultPrefix is the root of etcdpool's keys.
-	DefaultPrefix = "/etcdpool"
+	DefaultPrefix = coordinator.DefaultPrefix
 	// DefaultAgentPort is the port of the agent's HTTP server.
 	DefaultAgentPort = 9464
 	// DefaultSidecarPort is the port of the sidecar's HTTP server, where

@@ -42,6 +42,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad listen", func(c *Config) { c.Sidecar.Listen = "8086" }, "sidecar.listen"},
 		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
 		{"bad prefix", func(c *Config) { c.Prefix = "etcdpool/" }, "prefix"},
+		{"prefix over 256 bytes", func(c *Config) { c.Prefix = "/" + strings.Repeat("p", 256) }, "prefix"},
+		{"space in tenant", func(c *Config) { c.Sidecar.Tenant = "a b" }, "sidecar.tenant"},
+		{"long instance id", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: strings.Repeat("i", 129)}} }, "agent.instances[0].id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +56,23 @@ func TestValidateNamesTheField(t *testing.T) {
 				t.Fatalf("Validate() = %v, want a FieldError on %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// TestNameAndPrefixMessages checks that names and the prefix are refused
+// for the coordinator's reasons, under the field's name.
+func TestNameAndPrefixMessages(t *testing.T) {
+	c := Default()
+	c.Sidecar.Pool = "a/b"
+	want := `config: sidecar.pool: name "a/b" has '/'; use printable ASCII without '/' or spaces`
+	if err := c.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v\nwant %s", err, want)
+	}
+	c = Default()
+	c.Prefix = "/etcdpool/"
+	want = `config: prefix: prefix "/etcdpool/" must start with '/', not end with '/', and be at most 256 bytes`
+	if err := c.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v\nwant %s", err, want)
 	}
 }
 

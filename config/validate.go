@@ -103,8 +103,8 @@ func checkHostPort(addr string, needHost bool) error {
 }
 
 func (c Config) validateCommon() error {
-	if !strings.HasPrefix(c.Prefix, "/") || strings.HasSuffix(c.Prefix, "/") {
-		return fieldErr("prefix", "%q must start with '/' and not end with '/'", c.Prefix)
+	if err := coordinator.ValidatePrefix(c.Prefix); err != nil {
+		return fieldErr("prefix", "%s", invalidReason(err))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -131,19 +131,19 @@ func (c Config) checkTTL(field string, ttl Duration) error {
 	return nil
 }
 
+// checkName checks a pool, instance or tenant name with
+// coordinator.ValidateName.
 func checkName(field, n string) error {
-	if n == "" {
-		return fieldErr(field, "must not be empty")
-	}
-	if len(n) > coordinator.MaxNameLen {
-		return fieldErr(field, "%q is longer than %d characters", n, coordinator.MaxNameLen)
-	}
-	for _, r := range n {
-		if r <= ' ' || r > '~' || r == '/' {
-			return fieldErr(field, "%q has %q; use printable ASCII without '/' or spaces", n, r)
-		}
+	if err := coordinator.ValidateName(n); err != nil {
+		return fieldErr(field, "%s", invalidReason(err))
 	}
 	return nil
+}
+
+// invalidReason is the text of a coordinator validation error without its
+// "coordinator: invalid argument: " lead; the field error names the field.
+func invalidReason(err error) string {
+	return strings.TrimPrefix(err.Error(), coordinator.ErrInvalid.Error()+": ")
 }
 
 func checkLabels(field string, labels map[string]string) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/agent"
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -35,10 +36,10 @@ type agentProc struct {
 func startAgent(t *testing.T, endpoint, yaml string, extra ...string) *agentProc {
 	t.Helper()
 	listen := freeAddr(t)
-	args := append([]string{"serve", "--config", writeFile(t, "agent.yaml", yaml), "--endpoints", endpoint,
+	args := append([]string{"serve", "--config", agenttest.WriteFile(t, "agent.yaml", yaml), "--endpoints", endpoint,
 		"--listen", listen, "--ttl", agentTTL.String(), "--dial-timeout", "1s", "--log-level", "debug"}, extra...)
 	a := &agentProc{proc: startProc(t, "agent", args...), url: "http://" + listen}
-	waitFor(t, 15*time.Second, "agent ready", func() bool {
+	agenttest.Eventually(t, 15*time.Second, "agent ready", func() bool {
 		if a.exited() {
 			t.Fatalf("agent exited with %d:\n%s", a.exitCode, a.stderr.String())
 		}
@@ -61,14 +62,14 @@ func claimOn(t *testing.T, co *coordinator.Coordinator, sess *coordinator.Sessio
 func TestAgentSIGKILLInstancesVanishAndClaimsSeeInstanceGone(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := newCoordinator(t, cli)
-	createPool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
+	co := agenttest.Coordinator(t, cli)
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
 	a := startAgent(t, c.Endpoint(0), twoInstances)
 	cl := claimOn(t, co, newSession(t, cli), "p", "i1")
 	done := cl.Done()
 	start := time.Now()
 	a.signal(t, syscall.SIGKILL)
-	gone := waitFor(t, 10*time.Second, "instances gone", func() bool { return len(instances(t, co, "p")) == 0 })
+	gone := agenttest.Eventually(t, 10*time.Second, "instances gone", func() bool { return len(instances(t, co, "p")) == 0 })
 	t.Logf("instances gone %v after SIGKILL", time.Since(start))
 	if limit := agentTTL + 1500*time.Millisecond; gone > limit {
 		t.Errorf("instances vanished %v after SIGKILL, want <= TTL+1.5s = %v", gone, limit)
@@ -86,8 +87,8 @@ func TestAgentSIGKILLInstancesVanishAndClaimsSeeInstanceGone(t *testing.T) {
 func TestAgentDrainOnSIGTERM(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := newCoordinator(t, cli)
-	createPool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
+	co := agenttest.Coordinator(t, cli)
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
 
 	t.Run("exits once holders release", func(t *testing.T) {
 		a := startAgent(t, c.Endpoint(0), twoInstances, "--drain-timeout", "20s")
@@ -137,7 +138,7 @@ func TestAgentDrainOnSIGTERM(t *testing.T) {
 
 func waitDraining(t *testing.T, co *coordinator.Coordinator, a *agentProc) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "instances draining", func() bool {
+	agenttest.Eventually(t, 5*time.Second, "instances draining", func() bool {
 		ins := instances(t, co, "p")
 		for _, in := range ins {
 			if in.State != coordinator.InstanceDraining {

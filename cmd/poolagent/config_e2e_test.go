@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 )
 
 // TestBadConfigExitsTwo checks that bad configuration fails at start with
@@ -15,11 +17,11 @@ func TestBadConfigExitsTwo(t *testing.T) {
 		args  []string
 		field string
 	}{
-		{"unknown field", []string{"serve", "--endpoints", ep, "--config", writeFile(t, "a.yaml", "agent:\n  ttll: 5s\n")}, `unknown field "ttll"`},
+		{"unknown field", []string{"serve", "--endpoints", ep, "--config", agenttest.WriteFile(t, "a.yaml", "agent:\n  ttll: 5s\n")}, `unknown field "ttll"`},
 		{"ttl below etcd minimum", []string{"sidecar", "--endpoints", ep, "--pool", "p", "--ttl", "1s"}, "sidecar.ttl"},
 		{"empty pool", []string{"sidecar", "--endpoints", ep}, "sidecar.pool"},
-		{"empty instance pool", []string{"serve", "--endpoints", ep, "--config", writeFile(t, "b.yaml", "agent:\n  instances:\n    - {id: i1}\n")}, "agent.instances[0].pool"},
-		{"bad address", []string{"serve", "--endpoints", ep, "--config", writeFile(t, "c.yaml", "agent:\n  instances:\n    - {pool: p, id: i1, address: nope}\n")}, "agent.instances[0].address"},
+		{"empty instance pool", []string{"serve", "--endpoints", ep, "--config", agenttest.WriteFile(t, "b.yaml", "agent:\n  instances:\n    - {id: i1}\n")}, "agent.instances[0].pool"},
+		{"bad address", []string{"serve", "--endpoints", ep, "--config", agenttest.WriteFile(t, "c.yaml", "agent:\n  instances:\n    - {pool: p, id: i1, address: nope}\n")}, "agent.instances[0].address"},
 		{"bad endpoint", []string{"sidecar", "--pool", "p", "--endpoints", "127.0.0.1:2379"}, "etcd.endpoints[0]"},
 		{"bad duration flag", []string{"sidecar", "--pool", "p", "--endpoints", ep, "--wait-timeout", "soon"}, "--wait-timeout"},
 		{"unknown flag", []string{"sidecar", "--pool", "p", "--bogus"}, "unknown flag"},

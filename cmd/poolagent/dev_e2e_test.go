@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdpool/etcdpool/agent"
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -31,7 +32,7 @@ func startDev(t *testing.T, dataDir string, a devAddrs) *proc {
 	clientAddr, listen := a.client, a.listen
 	p := startProc(t, "dev", "dev", "--data-dir", dataDir, "--listen-client", clientAddr,
 		"--listen-peer", a.peer, "--listen", listen, "--ttl", "2s")
-	waitFor(t, 30*time.Second, "dev banner and instances registered", func() bool {
+	agenttest.Eventually(t, 30*time.Second, "dev banner and instances registered", func() bool {
 		if p.exited() {
 			t.Fatalf("dev exited with %d:\n%s", p.exitCode, p.stderr.String())
 		}
@@ -52,7 +53,7 @@ func TestDevClaimThroughLibraryAndCleanSIGINT(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	co := newCoordinator(t, cli)
+	co := agenttest.Coordinator(t, cli)
 	sess := newSession(t, cli)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

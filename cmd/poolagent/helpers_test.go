@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -49,30 +48,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer process and a reader test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a running poolagent process.
 type proc struct {
 	name     string
 	cmd      *exec.Cmd
-	stdout   syncBuffer
-	stderr   syncBuffer
+	stdout   agenttest.SyncBuffer
+	stderr   agenttest.SyncBuffer
 	done     chan struct{}
 	exitCode int
 }
@@ -152,19 +133,6 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// waitFor polls cond every 20ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 var httpClient = &http.Client{Timeout: 2 * time.Second}
 
 // httpStatus returns the status of GET url, or 0 if it cannot connect.
@@ -177,35 +145,10 @@ func httpStatus(url string) int {
 	return resp.StatusCode
 }
 
-func newCoordinator(t *testing.T, cli *clientv3.Client) *coordinator.Coordinator {
-	t.Helper()
-	co, err := coordinator.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(co.Close)
-	return co
-}
-
-func createPool(t *testing.T, co *coordinator.Coordinator, name string, spec coordinator.PoolSpec) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := co.CreatePool(ctx, name, spec); err != nil {
-		t.Fatal(err)
-	}
-}
-
+// newSession opens a session with etcd's minimum TTL.
 func newSession(t *testing.T, cli *clientv3.Client) *coordinator.Session {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s
+	return agenttest.Session(t, cli, 2*time.Second)
 }
 
 func seats(t *testing.T, co *coordinator.Coordinator, pool string) []coordinator.Seat {
@@ -249,16 +192,6 @@ func heldBy(ss []coordinator.Seat, holder string) (coordinator.Seat, bool) {
 		}
 	}
 	return coordinator.Seat{}, false
-}
-
-// writeFile writes a file in a fresh temp dir and returns its path.
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func readFile(t *testing.T, path string) string {

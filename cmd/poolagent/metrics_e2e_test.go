@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/agent"
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -34,7 +36,7 @@ agent:
 func TestAgentMetricsAfterKnownClaims(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := newCoordinator(t, cli)
+	co := agenttest.Coordinator(t, cli)
 	a := startAgent(t, c.Endpoint(0), metricsAgent)
 	url := a.url + agent.MetricsPath
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -53,6 +55,7 @@ func TestAgentMetricsAfterKnownClaims(t *testing.T) {
 		`etcdpool_instances{pool="m",state="draining"}`:    0,
 		`etcdpool_pool_capacity{pool="m"}`:                 2,
 		`etcdpool_lease_keepalive_failures_total`:          0,
+		`etcdpool_sessions_lost_total`:                     0,
 		`etcdpool_grant_wait_seconds_count{pool="m"}`:      2,
 		`etcdpool_etcd_up`:                                 1,
 	})
@@ -86,6 +89,15 @@ func TestAgentMetricsAfterKnownClaims(t *testing.T) {
 	if sum := fams[`etcdpool_grant_wait_seconds_sum{pool="m"}`]; sum < 0.3 {
 		t.Errorf("grant wait sum %v, want >= 0.3s: the waiter queued for longer", sum)
 	}
+
+	// With its only etcd member stopped, the agent's keepalives fail until
+	// its session's deadline passes and the session is lost.
+	c.Stop(0)
+	waitMetricsAtLeast(t, url, map[string]float64{
+		`etcdpool_lease_keepalive_failures_total`: 1,
+		`etcdpool_sessions_lost_total`:            1,
+	})
+	c.Restart(t, 0)
 }
 
 // queueWaiterAndQuitter queues a waiter on the full pool m, then has a
@@ -101,7 +113,7 @@ func queueWaiterAndQuitter(ctx context.Context, t *testing.T, co *coordinator.Co
 		}
 		granted <- cl
 	}()
-	waitFor(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, co, "m") == 1 })
+	agenttest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, co, "m") == 1 })
 	waitMetrics(t, url, map[string]float64{`etcdpool_pool_waiting{pool="m"}`: 1})
 	gctx, gcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer gcancel()
@@ -115,14 +127,26 @@ func queueWaiterAndQuitter(ctx context.Context, t *testing.T, co *coordinator.Co
 // returns the last scrape.
 func waitMetrics(t *testing.T, url string, want map[string]float64) map[string]float64 {
 	t.Helper()
+	return waitSeries(t, url, want, "", func(got, want float64) bool { return got == want })
+}
+
+// waitMetricsAtLeast scrapes url until every series in want is at least
+// its value.
+func waitMetricsAtLeast(t *testing.T, url string, want map[string]float64) {
+	t.Helper()
+	waitSeries(t, url, want, "at least ", func(got, want float64) bool { return got >= want })
+}
+
+func waitSeries(t *testing.T, url string, want map[string]float64, rel string, ok func(got, want float64) bool) map[string]float64 {
+	t.Helper()
 	var got map[string]float64
 	var diff []string
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		got, diff = scrape(t, url), nil
 		for k, v := range want {
-			if g, ok := got[k]; !ok || g != v {
-				diff = append(diff, fmt.Sprintf("%s = %v (present %v), want %v", k, g, ok, v))
+			if g, present := got[k]; !present || !ok(g, v) {
+				diff = append(diff, fmt.Sprintf("%s = %v (present %v), want %s%v", k, g, present, rel, v))
 			}
 		}
 		if len(diff) == 0 {
@@ -135,8 +159,8 @@ func waitMetrics(t *testing.T, url string, want map[string]float64) map[string]f
 	return nil
 }
 
-// scrape parses /metrics with the Prometheus text parser into series
-// strings; histograms become _count and _sum series.
+// scrape parses /metrics with the Prometheus text parser into series (see
+// agenttest.Series).
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
 	resp, err := httpClient.Get(url)
@@ -149,32 +173,5 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	if err != nil {
 		t.Fatalf("metrics do not parse: %v", err)
 	}
-	out := map[string]float64{}
-	for name, f := range fams {
-		for _, m := range f.GetMetric() {
-			labels := seriesLabels(m)
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				out[name+labels] = m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				out[name+labels] = m.GetGauge().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				out[name+"_count"+labels] = float64(m.GetHistogram().GetSampleCount())
-				out[name+"_sum"+labels] = m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	return out
-}
-
-func seriesLabels(m *dto.Metric) string {
-	var parts []string
-	for _, l := range m.GetLabel() {
-		parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	sort.Strings(parts)
-	return "{" + strings.Join(parts, ",") + "}"
+	return agenttest.Series(slices.Collect(maps.Values(fams)))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/agent"
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -39,7 +40,7 @@ func (s *sidecarProc) ready() bool { return httpStatus(s.url+agent.ReadyzPath) =
 
 func (s *sidecarProc) waitReady(t *testing.T) {
 	t.Helper()
-	waitFor(t, 15*time.Second, s.holder+" ready", func() bool {
+	agenttest.Eventually(t, 15*time.Second, s.holder+" ready", func() bool {
 		if s.exited() {
 			t.Fatalf("%s exited with %d:\n%s", s.holder, s.exitCode, s.stderr.String())
 		}
@@ -56,12 +57,20 @@ func (s *sidecarProc) record(t *testing.T) agent.SeatRecord {
 	return rec
 }
 
-func TestSidecarHoldsSeatAndWritesFile(t *testing.T) {
+// startHolder starts etcd with pool p of one seat, and sidecar "a", which
+// holds that seat once this returns.
+func startHolder(t *testing.T) (*etcdtest.Cluster, *coordinator.Coordinator, *sidecarProc) {
+	t.Helper()
 	c := etcdtest.Start(t)
-	co := newCoordinator(t, c.Client(t))
-	createPool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	co := agenttest.Coordinator(t, c.Client(t))
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	a := startSidecar(t, c.Endpoint(0), "p", "a")
 	a.waitReady(t)
+	return c, co, a
+}
+
+func TestSidecarHoldsSeatAndWritesFile(t *testing.T) {
+	_, co, a := startHolder(t)
 	if code := httpStatus(a.url + agent.StartupzPath); code != http.StatusOK {
 		t.Fatalf("/startupz = %d while held", code)
 	}
@@ -77,13 +86,9 @@ func TestSidecarHoldsSeatAndWritesFile(t *testing.T) {
 }
 
 func TestSidecarSIGTERMReleasesWithinOneSecond(t *testing.T) {
-	c := etcdtest.Start(t)
-	co := newCoordinator(t, c.Client(t))
-	createPool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
-	a := startSidecar(t, c.Endpoint(0), "p", "a")
-	a.waitReady(t)
+	_, co, a := startHolder(t)
 	a.signal(t, syscall.SIGTERM)
-	took := waitFor(t, 5*time.Second, "seat free", func() bool { return len(seats(t, co, "p")) == 0 })
+	took := agenttest.Eventually(t, 5*time.Second, "seat free", func() bool { return len(seats(t, co, "p")) == 0 })
 	if took > time.Second {
 		t.Errorf("seat freed %v after SIGTERM, want <= 1s", took)
 	}
@@ -96,13 +101,9 @@ func TestSidecarSIGTERMReleasesWithinOneSecond(t *testing.T) {
 }
 
 func TestSidecarSIGKILLSeatFreeWithinTTLAndWaiterGetsIt(t *testing.T) {
-	c := etcdtest.Start(t)
-	co := newCoordinator(t, c.Client(t))
-	createPool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
-	a := startSidecar(t, c.Endpoint(0), "p", "a")
-	a.waitReady(t)
+	c, co, a := startHolder(t)
 	b := startSidecar(t, c.Endpoint(0), "p", "b")
-	waitFor(t, 10*time.Second, "b queued", func() bool { return queueLen(t, co, "p") == 1 })
+	agenttest.Eventually(t, 10*time.Second, "b queued", func() bool { return queueLen(t, co, "p") == 1 })
 	if b.ready() {
 		t.Fatal("b is ready while a holds the only seat")
 	}
@@ -144,22 +145,39 @@ func killAndMeasure(t *testing.T, co *coordinator.Coordinator, pool string, hold
 }
 
 func TestSidecarSeatLostExitsThree(t *testing.T) {
-	c := etcdtest.Start(t)
-	co := newCoordinator(t, c.Client(t))
-	createPool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
-	a := startSidecar(t, c.Endpoint(0), "p", "a")
-	a.waitReady(t)
+	_, co, a := startHolder(t)
 	s, _ := heldBy(seats(t, co, "p"), "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := co.ForceRelease(ctx, "p", s.Seat, s.Token, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "probe failing", func() bool { return !a.ready() || a.exited() })
+	agenttest.Eventually(t, 5*time.Second, "probe failing", func() bool { return !a.ready() || a.exited() })
 	if code := a.wait(t, 5*time.Second); code != 3 {
 		t.Errorf("exit code %d after a lost seat, want 3", code)
 	}
 	if rec := a.record(t); rec.State != agent.StateLost || rec.Reason != coordinator.ReasonForceReleased || rec.Token != s.Token {
 		t.Errorf("seat file %+v, want lost/force_released with token %d", rec, s.Token)
+	}
+}
+
+// TestSidecarQueuesAgainAfterLeaseRevoked revokes the lease of a sidecar
+// queued behind the holder: it must not exit but queue again under a new
+// lease, count the lost session on /metrics, and get the seat when the
+// holder leaves.
+func TestSidecarQueuesAgainAfterLeaseRevoked(t *testing.T) {
+	c, co, a := startHolder(t)
+	b := startSidecar(t, c.Endpoint(0), "p", "b", "--wait-timeout", "60s")
+	first := agenttest.QueuedLease(t, co, "p", 0)
+	etcdtest.Revoke(t, c.Client(t), first)
+	agenttest.QueuedLease(t, co, "p", first)
+	if b.exited() {
+		t.Fatalf("b exited with %d after its lease was revoked while it waited", b.exitCode)
+	}
+	waitMetrics(t, b.url+agent.MetricsPath, map[string]float64{`etcdpool_sessions_lost_total`: 1})
+	a.signal(t, syscall.SIGTERM)
+	b.waitReady(t)
+	if rec := b.record(t); rec.State != agent.StateHeld || rec.Holder != "b" {
+		t.Errorf("b's seat file %+v, want held by b", rec)
 	}
 }

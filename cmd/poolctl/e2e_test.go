@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
 
@@ -115,17 +116,6 @@ func (e *env) ok(args ...string) string {
 	return out
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 // holderScript marks that it started, traps SIGTERM into a marker file,
@@ -164,11 +154,11 @@ func (e *env) threeHolders(t *testing.T) {
 	dir := t.TempDir()
 	watch := e.startWatch(t, dir)
 	h1 := e.holder(t, dir, "h1")
-	eventually(t, "h1 to start", func() bool { return exists(filepath.Join(dir, "h1.started")) })
+	agenttest.Eventually(t, 15*time.Second, "h1 to start", func() bool { return exists(filepath.Join(dir, "h1.started")) })
 	h2 := e.holder(t, dir, "h2")
-	eventually(t, "h2 to start", func() bool { return exists(filepath.Join(dir, "h2.started")) })
+	agenttest.Eventually(t, 15*time.Second, "h2 to start", func() bool { return exists(filepath.Join(dir, "h2.started")) })
 	h3 := e.holder(t, dir, "h3")
-	eventually(t, "h3 to queue", func() bool { return strings.Contains(e.ok("queue", "e2e"), "h3") })
+	agenttest.Eventually(t, 15*time.Second, "h3 to queue", func() bool { return strings.Contains(e.ok("queue", "e2e"), "h3") })
 	if exists(filepath.Join(dir, "h3.started")) {
 		t.Fatal("h3 started while two seats were held")
 	}
@@ -177,7 +167,7 @@ func (e *env) threeHolders(t *testing.T) {
 	if code := h1.exit(t); code != 0 {
 		t.Fatalf("h1 exited %d: %s", code, h1.stderr())
 	}
-	eventually(t, "h3 to start", func() bool { return exists(filepath.Join(dir, "h3.started")) })
+	agenttest.Eventually(t, 15*time.Second, "h3 to start", func() bool { return exists(filepath.Join(dir, "h3.started")) })
 	// A stale token changes nothing; the right one stops h2.
 	seat, token := e.seatOf("h2")
 	if code, _, stderr := e.run("release", "e2e", strconv.Itoa(seat), "--token", fmt.Sprint(token+1000)); code != 3 || strings.Count(stderr, "\n") != 1 {
@@ -197,7 +187,7 @@ func (e *env) threeHolders(t *testing.T) {
 	if code := h3.exit(t); code != 0 {
 		t.Fatalf("h3 exited %d: %s", code, h3.stderr())
 	}
-	eventually(t, "h3's release in the watch", func() bool { return strings.Count(watch.stdout(), `"seat-released"`) == 2 })
+	agenttest.Eventually(t, 15*time.Second, "h3's release in the watch", func() bool { return strings.Count(watch.stdout(), `"seat-released"`) == 2 })
 	if err := watch.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +205,7 @@ func (e *env) threeHolders(t *testing.T) {
 func (e *env) startWatch(t *testing.T, dir string) *proc {
 	t.Helper()
 	w := e.start(t, dir, "watch", "watch", "e2e", "-o", "json")
-	eventually(t, "watch to stream", func() bool {
+	agenttest.Eventually(t, 15*time.Second, "watch to stream", func() bool {
 		e.ok("pool", "set", "e2e", "--capacity", "2")
 		return strings.Contains(w.stdout(), "spec-changed")
 	})
@@ -244,13 +234,13 @@ func (e *env) grandchild(t *testing.T) {
 	dir := t.TempDir()
 	p := e.start(t, dir, "gc", "run", "e2e", "--holder", "gc", "--", "sh", "-c", `sleep 300 & echo $! > "$D/gc.pid"; wait`)
 	var pid int
-	eventually(t, "grandchild pid", func() bool {
+	agenttest.Eventually(t, 15*time.Second, "grandchild pid", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "gc.pid"))
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		pid = n
 		return err == nil
 	})
-	if pidGone(pid) {
+	if agenttest.PidGone(pid) {
 		t.Fatal("the grandchild is not running to begin with")
 	}
 	seat, _ := e.seatOf("gc")
@@ -258,21 +248,7 @@ func (e *env) grandchild(t *testing.T) {
 	if code := p.exit(t); code != 7 {
 		t.Fatalf("poolctl run exited %d, want 7: %s", code, p.stderr())
 	}
-	eventually(t, fmt.Sprintf("grandchild %d to be gone", pid), func() bool { return pidGone(pid) })
-}
-
-// pidGone reports whether pid no longer runs; a zombie (exited, waiting for
-// an init that may never reap it) counts as gone.
-func pidGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if errors.Is(err, os.ErrNotExist) {
-		return true
-	}
-	if err != nil {
-		return syscall.Kill(pid, 0) == syscall.ESRCH
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+	agenttest.Eventually(t, 15*time.Second, fmt.Sprintf("grandchild %d to be gone", pid), func() bool { return agenttest.PidGone(pid) })
 }
 
 func touch(t *testing.T, path string) {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdpool/etcdpool/agent"
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 )
 
@@ -79,7 +80,7 @@ func TestAgentDeploymentWiring(t *testing.T) {
 	}
 	cfgPath := argValue(c.Args, "--config")
 	cm, key := configMapFor(t, objs, spec, c, cfgPath)
-	cfg := parseArgs(t, c, config.ModeServe, writeTemp(t, "config.yaml", cm.Data[key]))
+	cfg := parseArgs(t, c, config.ModeServe, agenttest.WriteFile(t, "config.yaml", cm.Data[key]))
 	if err := cfg.ValidateServe(); err != nil {
 		t.Fatalf("agent config in ConfigMap %s: %v", cm.Name, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -15,17 +16,11 @@ import (
 func TestPoolCollector(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co, err := coordinator.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Close()
+	co := agenttest.Coordinator(t, cli)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, p := range []string{"a", "b"} {
-		if _, err := co.CreatePool(ctx, p, coordinator.PoolSpec{Capacity: 3}); err != nil {
-			t.Fatal(err)
-		}
+		agenttest.CreatePool(t, co, p, coordinator.PoolSpec{Capacity: 3})
 	}
 	sess, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second))
 	if err != nil {

@@ -29,6 +29,7 @@ type Metrics struct {
 	grantWait  *prometheus.HistogramVec
 	seatsLost  *prometheus.CounterVec
 	keepaliveF prometheus.Counter
+	sessLost   prometheus.Counter
 }
 
 var _ coordinator.Metrics = (*Metrics)(nil)
@@ -46,9 +47,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		seatsLost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "seats_lost_total",
 			Help: "Seats taken from their holders, by reason: expired, force_released, instance_gone, pool_deleted, unknown."}, []string{"pool", "reason"}),
 		keepaliveF: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "lease_keepalive_failures_total",
-			Help: "Times this process's lease could not be kept alive and its session was lost."}),
+			Help: "Keepalive attempts of this process's session leases that failed; a session retries until its deadline."}),
+		sessLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "sessions_lost_total",
+			Help: "Sessions of this process lost before it closed them: lease expired, revoked, or not kept alive in time."}),
 	}
-	reg.MustRegister(m.claimTxns, m.claims, m.grantWait, m.seatsLost, m.keepaliveF)
+	reg.MustRegister(m.claimTxns, m.claims, m.grantWait, m.seatsLost, m.keepaliveF, m.sessLost)
 	return m
 }
 
@@ -66,6 +69,10 @@ func (m *Metrics) GrantWait(pool string, d time.Duration) {
 // SeatLost implements coordinator.Metrics.
 func (m *Metrics) SeatLost(pool, reason string) { m.seatsLost.WithLabelValues(pool, reason).Inc() }
 
-// KeepaliveFailure counts one lost session: the lease could not be kept
-// alive until its deadline.
-func (m *Metrics) KeepaliveFailure() { m.keepaliveF.Inc() }
+// KeepaliveFailure counts one failed keepalive attempt. It has the
+// signature of the hook of coordinator.WithKeepAliveFailure; the error is
+// not recorded (it would make the label set unbounded).
+func (m *Metrics) KeepaliveFailure(error) { m.keepaliveF.Inc() }
+
+// SessionLost counts one session lost before its owner closed it.
+func (m *Metrics) SessionLost() { m.sessLost.Inc() }

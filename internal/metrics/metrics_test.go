@@ -3,8 +3,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -26,36 +25,14 @@ func counter(t *testing.T, c prometheus.Metric) float64 {
 	return d.GetCounter().GetValue()
 }
 
-// gather returns every series of reg as "name{l="v",...}" -> value;
-// histograms as name_count.
+// gather returns every series of reg (see agenttest.Series).
 func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for _, f := range fams {
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+strconv.Quote(l.GetValue()))
-			}
-			key := f.GetName()
-			if len(labels) > 0 {
-				key += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case m.Counter != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				out[key] = m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				out[f.GetName()+"_count"+key[len(f.GetName()):]] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
+	return agenttest.Series(fams)
 }
 
 // TestLibraryHook checks the Prometheus implementation of
@@ -68,25 +45,12 @@ func TestLibraryHook(t *testing.T) {
 	cli := c.Client(t)
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	co, err := coordinator.New(cli, coordinator.WithMetrics(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Close()
+	co := agenttest.Coordinator(t, cli, coordinator.WithMetrics(m))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := co.CreatePool(ctx, "p", coordinator.PoolSpec{Capacity: 1}); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(ctx)
-	cl, err := co.Claim(ctx, sess, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	sess := agenttest.Session(t, cli, 2*time.Second)
+	cl := agenttest.Claim(t, co, sess, "p")
 	if _, err := co.Claim(ctx, sess, "p"); !errors.Is(err, coordinator.ErrNoSeat) {
 		t.Fatalf("second claim: %v, want ErrNoSeat", err)
 	}
@@ -97,9 +61,7 @@ func TestLibraryHook(t *testing.T) {
 	<-done
 	// The claim counts its loss just after closing Done; poll for it.
 	lost := m.seatsLost.WithLabelValues("p", coordinator.ReasonForceReleased)
-	for deadline := time.Now().Add(5 * time.Second); counter(t, lost) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	agenttest.Eventually(t, 5*time.Second, "loss counted", func() bool { return counter(t, lost) == 1 })
 	want := map[string]float64{
 		"granted": counter(t, m.claims.WithLabelValues("p", coordinator.ResultGranted)),
 		"no_seat": counter(t, m.claims.WithLabelValues("p", coordinator.ResultNoSeat)),
@@ -159,5 +121,37 @@ func TestFollow(t *testing.T) {
 	}
 	if got := counter(t, m.keepaliveF); got != 0 {
 		t.Errorf("keepalive failures = %v", got)
+	}
+}
+
+// TestKeepaliveFailures checks that the keepalive hook counts failed
+// attempts of a session whose only etcd member stopped, before the session
+// is given up, and that a lost session is counted apart.
+func TestKeepaliveFailures(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	m := New(prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sess, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second), coordinator.WithKeepAliveFailure(m.KeepaliveFailure))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Orphan() // etcd is stopped below; the lease dies with it
+	c.Stop(0)
+	select {
+	case <-sess.Done():
+	case <-ctx.Done():
+		t.Fatal("session still live 10s after its only etcd member stopped")
+	}
+	if n := counter(t, m.keepaliveF); n < 1 {
+		t.Errorf("keepalive failures = %v once the session was lost, want >= 1", n)
+	}
+	if n := counter(t, m.sessLost); n != 0 {
+		t.Errorf("sessions lost = %v before anyone reported one", n)
+	}
+	m.SessionLost()
+	if n := counter(t, m.sessLost); n != 1 {
+		t.Errorf("sessions lost = %v, want 1", n)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -53,6 +55,76 @@ func newRegistry() (*prometheus.Registry, *metrics.Metrics) {
 	return reg, metrics.New(reg)
 }
 
+// process is what serve and sidecar open before they run: the validated
+// configuration, the logger it asks for, an etcd client and the listener
+// of the HTTP server.
+type process struct {
+	cfg config.Config
+	log *slog.Logger
+	cli *clientv3.Client
+	ln  net.Listener
+}
+
+// openProcess loads and validates the configuration of mode, then opens
+// the etcd client and listens on agent.listen or sidecar.listen. Close the
+// process when done; the HTTP server closes the listener.
+func openProcess(path string, mode config.Mode, s Streams, fs *pflag.FlagSet) (process, error) {
+	cfg, err := loadConfig(path, mode, s, fs)
+	if err != nil {
+		return process{}, err
+	}
+	field, addr := "agent.listen", cfg.Agent.Listen
+	if mode == config.ModeSidecar {
+		field, addr = "sidecar.listen", cfg.Sidecar.Listen
+	}
+	cli, err := agent.NewClient(cfg.Etcd)
+	if err != nil {
+		return process{}, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		cli.Close()
+		return process{}, fmt.Errorf("listen on %s %s: %w", field, addr, err)
+	}
+	return process{cfg: cfg, log: newLogger(cfg.Log, s.Err), cli: cli, ln: ln}, nil
+}
+
+// close closes the etcd client.
+func (p process) close() {
+	p.cli.Close()
+	p.log.Debug("etcd client closed")
+}
+
+// newCoordinator returns a coordinator on cli under cfg's prefix that logs
+// to log and reports to m.
+func newCoordinator(cli *clientv3.Client, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*coordinator.Coordinator, error) {
+	co, err := coordinator.New(cli, coordinator.WithPrefix(cfg.Prefix), coordinator.WithLogger(log), coordinator.WithMetrics(m))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	return co, nil
+}
+
+// agentOptions are the options of an agent or a sidecar: its logger, the
+// bound on each etcd request, and m counting its failed keepalives and
+// lost sessions.
+func agentOptions(log *slog.Logger, timeout time.Duration, m *metrics.Metrics) []agent.Option {
+	return []agent.Option{agent.WithLogger(log), agent.WithRequestTimeout(timeout),
+		agent.WithKeepAliveFailureHook(m.KeepaliveFailure), agent.WithSessionLostHook(m.SessionLost)}
+}
+
+// serveHTTP serves h on ln until the returned function is called; that
+// function stops the server and returns its error.
+func serveHTTP(ln net.Listener, h http.Handler) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- agent.ServeHTTP(ctx, ln, h) }()
+	return func() error {
+		cancel()
+		return <-served
+	}
+}
+
 // agentRun is everything an agent needs to run, shared by serve and dev.
 type agentRun struct {
 	cli   *clientv3.Client
@@ -67,9 +139,10 @@ type agentRun struct {
 // during the drain, with /readyz failing.
 func (r agentRun) run(ctx context.Context) error {
 	reg, m := newRegistry()
-	co, err := coordinator.New(r.cli, coordinator.WithPrefix(r.cfg.Prefix), coordinator.WithLogger(r.log), coordinator.WithMetrics(m))
+	co, err := newCoordinator(r.cli, r.cfg, r.log, m)
 	if err != nil {
-		return fmt.Errorf("coordinator: %w", err)
+		r.ln.Close()
+		return err
 	}
 	defer func() {
 		co.Close()
@@ -77,21 +150,18 @@ func (r agentRun) run(ctx context.Context) error {
 	}()
 	timeout := r.cfg.Etcd.DialTimeout.D()
 	reg.MustRegister(metrics.NewPoolCollector(co, r.pools, timeout))
-	a := agent.New(co, r.cfg.Agent, agent.WithLogger(r.log), agent.WithRequestTimeout(timeout), agent.WithLeaseLostHook(m.KeepaliveFailure))
+	a := agent.New(co, r.cfg.Agent, agentOptions(r.log, timeout, m)...)
 
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
 	followed := r.follow(bg, co, m)
-	served := make(chan error, 1)
-	go func() {
-		served <- agent.ServeHTTP(bg, r.ln, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	}()
+	stopHTTP := serveHTTP(r.ln, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 
 	err = a.Run(ctx)
 	stop()
 	<-followed
 	r.log.Debug("event stream stopped")
-	if herr := <-served; err == nil {
+	if herr := stopHTTP(); err == nil {
 		err = herr
 	}
 	r.log.Debug("http server stopped")

@@ -2,13 +2,10 @@ package command
 
 import (
 	"context"
-	"fmt"
-	"net"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/etcdpool/etcdpool/agent"
 	"github.com/etcdpool/etcdpool/config"
 )
 
@@ -27,9 +24,11 @@ func NewServeCommand(s Streams) *cobra.Command {
 		Use:   "serve --config FILE",
 		Short: "Register this host's instances and keep them registered",
 		Long: `serve registers the instances listed in the config file under one lease and keeps
-them registered, re-registering after a lost lease. On SIGTERM it marks them
-draining, waits up to the drain timeout for held seats to be released, then
-deregisters them and exits 0. It serves /metrics, /healthz and /readyz.`,
+them registered: after a lost lease it registers them under a new one, and an
+instance deleted by someone else while the lease lives is registered again. On
+SIGTERM it marks them draining, waits up to the drain timeout for held seats to
+be released, then deregisters them and exits 0. It serves /metrics, /healthz
+and /readyz.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
 	}
@@ -42,23 +41,11 @@ deregisters them and exits 0. It serves /metrics, /healthz and /readyz.`,
 // Run loads and validates the configuration, then runs the agent until
 // ctx ends and its instances are drained.
 func (o *ServeOptions) Run(ctx context.Context) error {
-	cfg, err := loadConfig(o.ConfigPath, config.ModeServe, o.streams, o.flags)
+	p, err := openProcess(o.ConfigPath, config.ModeServe, o.streams, o.flags)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log, o.streams.Err)
-	cli, err := agent.NewClient(cfg.Etcd)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cli.Close()
-		log.Debug("etcd client closed")
-	}()
-	ln, err := net.Listen("tcp", cfg.Agent.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on agent.listen %s: %w", cfg.Agent.Listen, err)
-	}
-	log.Info("agent starting", "endpoints", cfg.Etcd.Endpoints, "listen", ln.Addr().String(), "instances", len(cfg.Agent.Instances))
-	return agentRun{cli: cli, cfg: cfg, log: log, ln: ln, pools: agentPools(cfg.Agent)}.run(ctx)
+	defer p.close()
+	p.log.Info("agent starting", "endpoints", p.cfg.Etcd.Endpoints, "listen", p.ln.Addr().String(), "instances", len(p.cfg.Agent.Instances))
+	return agentRun{cli: p.cli, cfg: p.cfg, log: p.log, ln: p.ln, pools: agentPools(p.cfg.Agent)}.run(ctx)
 }

@@ -2,8 +2,6 @@ package command
 
 import (
 	"context"
-	"fmt"
-	"net"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/etcdpool/etcdpool/agent"
 	"github.com/etcdpool/etcdpool/config"
-	"github.com/etcdpool/etcdpool/coordinator"
 )
 
 // SidecarOptions are the inputs of `poolagent sidecar`.
@@ -28,10 +25,12 @@ func NewSidecarCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sidecar --pool POOL",
 		Short: "Hold one seat of a pool for this pod",
-		Long: `sidecar claims one seat of a pool, waiting for it if needed, writes the claim to
-the seat file (JSON and env form) and answers /startupz and /readyz only while
-the seat is held. On SIGTERM it releases the seat and exits 0. If the seat is
-lost it rewrites the file, fails its probes and exits 3 after the loss grace.`,
+		Long: `sidecar claims one seat of a pool, waiting for it if needed (a session lost while
+it waits is replaced and it queues again, within --wait-timeout), writes the
+claim to the seat file (JSON and env form) and answers /startupz and /readyz
+only while the seat is held. On SIGTERM it releases the seat and exits 0. If the
+seat is lost it rewrites the file, fails its probes and exits 3 after the loss
+grace.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
 	}
@@ -44,38 +43,24 @@ lost it rewrites the file, fails its probes and exits 3 after the loss grace.`,
 // Run loads and validates the configuration, then holds a seat until ctx
 // ends or the seat is lost.
 func (o *SidecarOptions) Run(ctx context.Context) error {
-	cfg, err := loadConfig(o.ConfigPath, config.ModeSidecar, o.streams, o.flags)
+	p, err := openProcess(o.ConfigPath, config.ModeSidecar, o.streams, o.flags)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log, o.streams.Err)
-	cli, err := agent.NewClient(cfg.Etcd)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ln, err := net.Listen("tcp", cfg.Sidecar.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on sidecar.listen %s: %w", cfg.Sidecar.Listen, err)
-	}
+	defer p.close()
 	reg, m := newRegistry()
-	co, err := coordinator.New(cli, coordinator.WithPrefix(cfg.Prefix), coordinator.WithLogger(log), coordinator.WithMetrics(m))
+	co, err := newCoordinator(p.cli, p.cfg, p.log, m)
 	if err != nil {
-		return fmt.Errorf("coordinator: %w", err)
+		p.ln.Close()
+		return err
 	}
 	defer co.Close()
-	sc := agent.NewSidecar(co, cfg.Sidecar, agent.WithLogger(log), agent.WithRequestTimeout(cfg.Etcd.DialTimeout.D()),
-		agent.WithLeaseLostHook(m.KeepaliveFailure))
-
-	hctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- agent.ServeHTTP(hctx, ln, sc.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	}()
-	log.Info("sidecar starting", "pool", cfg.Sidecar.Pool, "listen", ln.Addr().String(), "seatFile", cfg.Sidecar.SeatFile)
+	cfg := p.cfg.Sidecar
+	sc := agent.NewSidecar(co, cfg, agentOptions(p.log, p.cfg.Etcd.DialTimeout.D(), m)...)
+	stopHTTP := serveHTTP(p.ln, sc.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	p.log.Info("sidecar starting", "pool", cfg.Pool, "listen", p.ln.Addr().String(), "seatFile", cfg.SeatFile)
 	err = sc.Run(ctx)
-	stop()
-	if herr := <-served; err == nil {
+	if herr := stopHTTP(); err == nil {
 		err = herr
 	}
 	return err

@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -59,12 +60,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	cluster := etcdtest.Start(t)
 	cli := cluster.Client(t)
-	c, err := coordinator.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return &harness{t: t, eps: strings.Join(cluster.Endpoints(), ","), cli: cli, c: c}
+	return &harness{t: t, eps: strings.Join(cluster.Endpoints(), ","), cli: cli, c: agenttest.Coordinator(t, cli)}
 }
 
 // result is one in-process poolctl invocation.
@@ -90,7 +86,7 @@ func (f *fakeSignals) stop(chan<- os.Signal) {}
 // send delivers sig once Main has subscribed.
 func (f *fakeSignals) send(t testing.TB, sig os.Signal) {
 	t.Helper()
-	eventually(t, 5*time.Second, "signal subscription", func() bool {
+	agenttest.Eventually(t, 5*time.Second, "signal subscription", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.ch != nil
@@ -100,35 +96,17 @@ func (f *fakeSignals) send(t testing.TB, sig os.Signal) {
 	f.ch <- sig
 }
 
-// syncBuffer is a bytes.Buffer safe to read while Main writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // invocation is an Env under test control.
 type invocation struct {
 	env  *Env
-	out  *syncBuffer
-	err  *syncBuffer
+	out  *agenttest.SyncBuffer
+	err  *agenttest.SyncBuffer
 	sigs *fakeSignals
 	vars map[string]string
 }
 
 func newInvocation() *invocation {
-	inv := &invocation{out: &syncBuffer{}, err: &syncBuffer{}, sigs: &fakeSignals{}, vars: map[string]string{}}
+	inv := &invocation{out: &agenttest.SyncBuffer{}, err: &agenttest.SyncBuffer{}, sigs: &fakeSignals{}, vars: map[string]string{}}
 	inv.env = &Env{
 		Out: inv.out, ErrOut: inv.err,
 		Getenv:  func(k string) string { return inv.vars[k] },
@@ -198,42 +176,19 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (h *harness) createPool(name string, spec coordinator.PoolSpec) {
 	h.t.Helper()
-	if _, err := h.c.CreatePool(context.Background(), name, spec); err != nil {
-		h.t.Fatal(err)
-	}
+	agenttest.CreatePool(h.t, h.c, name, spec)
 }
 
 func (h *harness) session(ttl time.Duration) *coordinator.Session {
 	h.t.Helper()
-	s, err := coordinator.NewSession(context.Background(), h.cli, coordinator.WithTTL(ttl))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s
+	return agenttest.Session(h.t, h.cli, ttl)
 }
 
 func (h *harness) claim(pool string, opts ...coordinator.ClaimOption) *coordinator.Claim {
 	h.t.Helper()
-	cl, err := h.c.Claim(ctxT(h.t, 10*time.Second), h.session(10*time.Second), pool, opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return cl
+	return agenttest.Claim(h.t, h.c, h.session(10*time.Second), pool, opts...)
 }
 
 // golden compares got with testdata/name.golden, or rewrites it with -update.

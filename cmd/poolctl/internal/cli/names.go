@@ -2,24 +2,34 @@ package cli
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
 // checkName checks a pool, instance or tenant name before anything
-// connects, by the coordinator's rule: 1..MaxNameLen printable ASCII
-// characters, no '/', no space. (The coordinator checks again; it does not
-// export its check.)
+// connects, with coordinator.ValidateName. what names the argument in the
+// message: `pool name "a/b" has '/'; ...`.
 func checkName(what, n string) error {
-	if n == "" || len(n) > coordinator.MaxNameLen {
-		return usageError("%s name %q: must be 1..%d characters", what, n, coordinator.MaxNameLen)
-	}
-	for _, r := range n {
-		if r <= ' ' || r > '~' || r == '/' {
-			return usageError("%s name %q: %q is not allowed; use printable ASCII without '/' or spaces", what, n, r)
-		}
+	if err := coordinator.ValidateName(n); err != nil {
+		return usageError("%s %s", what, invalidReason(err))
 	}
 	return nil
+}
+
+// checkPrefix checks --prefix with coordinator.ValidatePrefix.
+func checkPrefix(p string) error {
+	if err := coordinator.ValidatePrefix(p); err != nil {
+		return usageError("--%s", invalidReason(err))
+	}
+	return nil
+}
+
+// invalidReason is the text of a coordinator validation error without its
+// "coordinator: invalid argument: " lead, for a message that names the
+// argument itself.
+func invalidReason(err error) string {
+	return strings.TrimPrefix(err.Error(), coordinator.ErrInvalid.Error()+": ")
 }
 
 // parseSeat parses a seat number argument.

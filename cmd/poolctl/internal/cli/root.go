@@ -98,8 +98,8 @@ func (g *globalOptions) validate() error {
 			return usageError("--endpoints: empty endpoint in %q", strings.Join(g.Endpoints, ","))
 		}
 	}
-	if !strings.HasPrefix(g.Prefix, "/") || strings.HasSuffix(g.Prefix, "/") || len(g.Prefix) > 256 {
-		return usageError("--prefix %q: must start with '/', not end with '/', and be at most 256 bytes", g.Prefix)
+	if err := checkPrefix(g.Prefix); err != nil {
+		return err
 	}
 	if g.DialTimeout <= 0 || g.CommandTimeout <= 0 {
 		return usageError("--dial-timeout and --command-timeout must be positive")

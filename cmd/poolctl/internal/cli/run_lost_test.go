@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -92,13 +93,13 @@ func TestRunStopsGrandchildren(t *testing.T) {
 		pid := readPid(t, filepath.Join(dir, "pid"))
 		h.run("release", "p", itoa(h.heldBy(t, "p", "forker").Seat), "--force").want(t, ExitOK)
 		wait().want(t, ExitSeatLost)
-		eventually(t, 5*time.Second, "grandchild to go", func() bool { return pidGone(pid) })
+		agenttest.Eventually(t, 5*time.Second, "grandchild to go", func() bool { return agenttest.PidGone(pid) })
 	})
 	t.Run("command exited", func(t *testing.T) {
 		dir, inv := t.TempDir(), newInvocation()
 		r := h.runChild(t, inv, dir, []string{"p"}, `sleep 300 & echo $! > "$D/pid"; exit 0`)()
 		r.want(t, ExitOK)
-		if pid := readPid(t, filepath.Join(dir, "pid")); !pidGone(pid) {
+		if pid := readPid(t, filepath.Join(dir, "pid")); !agenttest.PidGone(pid) {
 			t.Errorf("the command's background child %d still runs after run returned", pid)
 		}
 	})

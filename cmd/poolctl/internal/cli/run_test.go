@@ -4,7 +4,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -52,29 +52,14 @@ func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 func waitFile(t testing.TB, path string) {
 	t.Helper()
-	eventually(t, 10*time.Second, filepath.Base(path), func() bool { return exists(path) })
-}
-
-// pidGone reports whether a process no longer runs. An orphan that exited
-// stays a zombie until init reaps it, and some container inits never do,
-// so a zombie counts as gone.
-func pidGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if errors.Is(err, os.ErrNotExist) {
-		return true
-	}
-	if err != nil {
-		return syscall.Kill(pid, 0) == syscall.ESRCH
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+	agenttest.Eventually(t, 10*time.Second, filepath.Base(path), func() bool { return exists(path) })
 }
 
 func readPid(t testing.TB, path string) int {
 	t.Helper()
 	waitFile(t, path)
 	var pid int
-	eventually(t, 5*time.Second, "pid in "+path, func() bool {
+	agenttest.Eventually(t, 5*time.Second, "pid in "+path, func() bool {
 		b, _ := os.ReadFile(path)
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		pid = n
@@ -87,7 +72,7 @@ func readPid(t testing.TB, path string) int {
 func (h *harness) heldBy(t testing.TB, pool, holder string) coordinator.Seat {
 	t.Helper()
 	var seat coordinator.Seat
-	eventually(t, 10*time.Second, holder+"'s seat", func() bool {
+	agenttest.Eventually(t, 10*time.Second, holder+"'s seat", func() bool {
 		seats, err := h.c.Seats(context.Background(), pool)
 		for _, s := range seats {
 			if s.Holder == holder {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -42,7 +43,7 @@ func TestRunWaiting(t *testing.T) {
 	t.Run("interrupted while waiting", func(t *testing.T) {
 		inv := newInvocation()
 		wait := h.runChild(t, inv, t.TempDir(), []string{"p"}, `true`)
-		eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
+		agenttest.Eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
 		inv.sigs.send(t, os.Interrupt)
 		wait().want(t, ExitInterrupted)
 		emptyQueue(t)
@@ -50,7 +51,7 @@ func TestRunWaiting(t *testing.T) {
 	t.Run("waits as long as it takes", func(t *testing.T) {
 		dir := t.TempDir()
 		wait := h.runChild(t, newInvocation(), dir, []string{"p"}, `touch "$D/ran"`)
-		eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
+		agenttest.Eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
 		if exists(filepath.Join(dir, "ran")) {
 			t.Fatal("the command ran before a seat was free")
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -121,9 +122,9 @@ func TestQueue(t *testing.T) {
 		return func() bool { ws, err := h.c.Queue(ctx, "gpu"); return err == nil && len(ws) == n }
 	}
 	wait("first", coordinator.WithTenant("ci"))
-	eventually(t, 10*time.Second, "first waiter", queued(1))
+	agenttest.Eventually(t, 10*time.Second, "first waiter", queued(1))
 	wait("second", coordinator.WithLabels(map[string]string{"zone": "a"}))
-	eventually(t, 10*time.Second, "second waiter", queued(2))
+	agenttest.Eventually(t, 10*time.Second, "second waiter", queued(2))
 	t.Run("table", func(t *testing.T) {
 		r := h.run("queue", "gpu")
 		r.want(t, ExitOK)

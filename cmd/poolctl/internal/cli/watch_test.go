@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -24,7 +25,7 @@ func (h *harness) startWatch(t *testing.T, pool string, args ...string) (*invoca
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "watch to stream", func() bool {
+	agenttest.Eventually(t, 10*time.Second, "watch to stream", func() bool {
 		if _, err := h.c.UpdatePool(context.Background(), pool, p.Spec, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestWatchJSON(t *testing.T) {
 		}
 		bob <- cl
 	}()
-	eventually(t, 10*time.Second, "bob to queue", func() bool { return strings.Contains(inv.out.String(), "waiter-joined") })
+	agenttest.Eventually(t, 10*time.Second, "bob to queue", func() bool { return strings.Contains(inv.out.String(), "waiter-joined") })
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestWatchJSON(t *testing.T) {
 	}
 	c := h.claim("gpu", coordinator.WithHolder("carol"))
 	etcdtest.Revoke(t, h.cli, c.Lease())
-	eventually(t, 10*time.Second, "expiry event", func() bool { return strings.Contains(inv.out.String(), "seat-expired") })
+	agenttest.Eventually(t, 10*time.Second, "expiry event", func() bool { return strings.Contains(inv.out.String(), "seat-expired") })
 	inv.sigs.send(t, os.Interrupt)
 	r := wait()
 	r.want(t, ExitOK)
@@ -117,7 +118,7 @@ func TestWatchTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.run("pool", "delete", "new").want(t, ExitOK)
-	eventually(t, 10*time.Second, "pool-deleted", func() bool { return strings.Contains(inv.out.String(), "pool-deleted") })
+	agenttest.Eventually(t, 10*time.Second, "pool-deleted", func() bool { return strings.Contains(inv.out.String(), "pool-deleted") })
 	inv.sigs.send(t, os.Interrupt)
 	r := wait()
 	r.want(t, ExitOK)
