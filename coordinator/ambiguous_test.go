@@ -20,11 +20,7 @@ func TestAmbiguousClaimIsCleanedUp(t *testing.T) {
 	direct := cl.Client(t)
 	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
 	cli := newClient(t, proxy.URL())
-	c, err := coordinator.New(cli, coordinator.WithCleanupTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCoordOn(t, cli, coordinator.WithCleanupTimeout(time.Second))
 	ctx := ctxT(t, 30*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	s := newSession(t, cli, 30*time.Second)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -25,22 +24,10 @@ func TestLeaderStopMidRun(t *testing.T) {
 	}
 	cl := etcdtest.StartCluster(t, 3)
 	cli := cl.Client(t)
-	c, err := coordinator.New(cli, coordinator.WithPrefix("/ha"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := ctxT(t, 2*time.Minute)
+	c := newCoordOn(t, cli, coordinator.WithPrefix("/ha"))
+	ctx := ctxT(t, 5*time.Minute)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 2})
-	h := &history{t: t, prefix: "/ha/pools/p/", kvs: map[string]*mvccpb.KeyValue{}}
-	start, err := cli.Get(ctx, h.prefix, clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range start.Kvs {
-		h.kvs[string(kv.Key)] = kv
-	}
-	wch := cli.Watch(ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
+	h, wch := watchHistory(ctx, t, cli, "/ha/pools/p/")
 
 	var grants atomic.Int64
 	runCtx, stop := context.WithCancel(ctx)
@@ -52,28 +39,17 @@ func TestLeaderStopMidRun(t *testing.T) {
 			haWorker(runCtx, t, c, cli, w, &grants)
 		}()
 	}
-	eventually(t, time.Minute, "200 grants before the leader stops", func() bool { return grants.Load() >= 200 })
+	eventually(t, 2*time.Minute, "200 grants before the leader stops", func() bool { return grants.Load() >= 200 })
 	leader := cl.Leader(t)
 	cl.Stop(leader)
 	stoppedAt := grants.Load()
 	t.Logf("stopped leader m%d after %d grants", leader, stoppedAt)
-	eventually(t, time.Minute, "200 grants after the leader stopped", func() bool { return grants.Load() >= stoppedAt+200 })
+	eventually(t, 2*time.Minute, "200 grants after the leader stopped", func() bool { return grants.Load() >= stoppedAt+200 })
 	stop()
 	wg.Wait()
 	cl.Restart(t, leader)
 
-	end, err := cli.Get(ctx, "end-marker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for done := false; !done; {
-		wr := <-wch
-		if err := wr.Err(); err != nil {
-			t.Fatalf("history watch: %v", err)
-		}
-		groupByRevision(wr.Events, h.revision)
-		done = wr.Header.Revision >= end.Header.Revision
-	}
+	h.checkUntilNow(ctx, cli, wch)
 	t.Logf("history: %d grants checked, %d by claimants", h.grants, grants.Load())
 	if int64(h.grants) < grants.Load() {
 		t.Fatalf("history has %d grants, claimants saw %d", h.grants, grants.Load())
@@ -95,7 +71,7 @@ func haWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator, cli
 				continue
 			}
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		claim, err := c.Claim(cctx, s, "p", coordinator.WithWait(), coordinator.WithTenant(fmt.Sprintf("t%d", w%3)))
 		cancel()
 		if err != nil {

@@ -75,12 +75,18 @@ func newCoord(t testing.TB, opts ...coordinator.Option) (*coordinator.Coordinato
 	cli := newClient(t)
 	prefixSeq++
 	opts = append([]coordinator.Option{coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq))}, opts...)
+	return newCoordOn(t, cli, opts...), cli
+}
+
+// newCoordOn returns a Coordinator on cli, closed when the test ends.
+func newCoordOn(t testing.TB, cli *clientv3.Client, opts ...coordinator.Option) *coordinator.Coordinator {
+	t.Helper()
 	c, err := coordinator.New(cli, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c, cli
+	return c
 }
 
 func newSession(t testing.TB, cli *clientv3.Client, ttl time.Duration) *coordinator.Session {

@@ -81,7 +81,7 @@ func TestWaitersAreServedFIFO(t *testing.T) {
 func TestHerd(t *testing.T) {
 	m := &countingMetrics{}
 	c, cli := newCoord(t, coordinator.WithMetrics(m))
-	ctx := ctxT(t, 3*time.Minute)
+	ctx := ctxT(t, 6*time.Minute)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	const n = 500
 	sessions := make([]*coordinator.Session, 10)
@@ -219,11 +219,7 @@ func TestCompactionWhileWaiting(t *testing.T) {
 	direct := cl.Client(t)
 	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
 	cli := newClient(t, proxy.URL())
-	c, err := coordinator.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCoordOn(t, cli)
 	ctx := ctxT(t, 60*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	holderCoord, err := coordinator.New(direct)

@@ -29,11 +29,7 @@ func TestUncontendedClaimIsOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	c, err := coordinator.New(cli, coordinator.WithPrefix("/roundtrip"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCoordOn(t, cli, coordinator.WithPrefix("/roundtrip"))
 	ctx := ctxT(t, 20*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 8})
 	s := newSession(t, cli, 30*time.Second)

@@ -51,6 +51,35 @@ func (h *history) count(sub string) map[string]int {
 	return out
 }
 
+// watchHistory reads prefix and watches it from the next revision.
+func watchHistory(ctx context.Context, t testing.TB, cli *clientv3.Client, prefix string) (*history, clientv3.WatchChan) {
+	h := &history{t: t, prefix: prefix, kvs: map[string]*mvccpb.KeyValue{}}
+	start, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range start.Kvs {
+		h.kvs[string(kv.Key)] = kv
+	}
+	return h, cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
+}
+
+// checkUntilNow replays and checks the history up to the current revision.
+func (h *history) checkUntilNow(ctx context.Context, cli *clientv3.Client, wch clientv3.WatchChan) {
+	end, err := cli.Get(ctx, "end-marker")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for done := false; !done; {
+		wr := <-wch
+		if err := wr.Err(); err != nil {
+			h.t.Fatalf("history watch: %v", err)
+		}
+		groupByRevision(wr.Events, h.revision)
+		done = wr.Header.Revision >= end.Header.Revision
+	}
+}
+
 // revision applies the events of one revision, then checks.
 func (h *history) revision(evs []*clientv3.Event) {
 	granted := false
@@ -113,12 +142,8 @@ func TestStressHistory(t *testing.T) {
 	}
 	cl := etcdtest.Start(t)
 	cli := cl.Client(t)
-	c, err := coordinator.New(cli, coordinator.WithPrefix("/stress"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := ctxT(t, 3*time.Minute)
+	c := newCoordOn(t, cli, coordinator.WithPrefix("/stress"))
+	ctx := ctxT(t, 8*time.Minute) // ~90 s alone under -race; generous for a loaded CI machine
 	spec := coordinator.PoolSpec{Capacity: 8, TenantLimit: 3, TenantLimits: map[string]int{"t0": 2}}
 	createPool(t, c, "bots", spec)
 	agent := newSession(t, cli, 10*time.Second)
@@ -128,16 +153,9 @@ func TestStressHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := &history{t: t, prefix: "/stress/pools/bots/", kvs: map[string]*mvccpb.KeyValue{}}
-	start, err := cli.Get(ctx, h.prefix, clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range start.Kvs {
-		h.kvs[string(kv.Key)] = kv
-	}
 	wctx, stopWatch := context.WithCancel(ctx)
-	wch := cli.Watch(wctx, h.prefix, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
+	defer stopWatch()
+	h, wch := watchHistory(wctx, t, cli, "/stress/pools/bots/")
 
 	const target = 3000
 	var grants atomic.Int64
@@ -158,20 +176,7 @@ func TestStressHistory(t *testing.T) {
 	}()
 	wg.Wait()
 	stop()
-	// Drain the history up to now.
-	end, err := cli.Get(ctx, "end-marker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for done := false; !done; {
-		wr := <-wch
-		if err := wr.Err(); err != nil {
-			t.Fatalf("history watch: %v", err)
-		}
-		groupByRevision(wr.Events, h.revision)
-		done = wr.Header.Revision >= end.Header.Revision
-	}
-	stopWatch()
+	h.checkUntilNow(ctx, cli, wch)
 	t.Logf("history: %d grants checked, %d by claimants, %d claims timed out", h.grants, grants.Load(), timeouts.Load())
 	if h.grants < target {
 		t.Fatalf("only %d grants in the history, want >= %d", h.grants, target)
@@ -209,7 +214,7 @@ func stressWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator,
 		if rand.IntN(4) == 0 {
 			opts = append(opts, coordinator.WithLabels(map[string]string{"zone": fmt.Sprint(rand.IntN(2))}))
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		claim, err := c.Claim(cctx, s, "bots", opts...)
 		cancel()
 		switch {

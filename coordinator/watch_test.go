@@ -12,11 +12,7 @@ import (
 func TestWatchEventsInOrder(t *testing.T) {
 	cl := etcdtest.Start(t)
 	cli := cl.Client(t)
-	c, err := coordinator.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCoordOn(t, cli)
 	ctx := ctxT(t, 30*time.Second)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -97,11 +93,7 @@ func TestWatchEventsInOrder(t *testing.T) {
 func TestWatchSurvivesCompactionAndRestart(t *testing.T) {
 	cl := etcdtest.Start(t)
 	cli := cl.Client(t)
-	c, err := coordinator.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCoordOn(t, cli)
 	ctx := ctxT(t, 60*time.Second)
 	events := c.Watch(ctx, "p")
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
