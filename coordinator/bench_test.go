@@ -30,6 +30,14 @@ func benchEtcd(b *testing.B) *clientv3.Client {
 	return newClient(b, srv.ClientURL())
 }
 
+// benchPool starts an etcd with a pool "p" of the given capacity.
+func benchPool(b *testing.B, capacity int) (*clientv3.Client, *coordinator.Coordinator) {
+	cli := benchEtcd(b)
+	c := newCoordOn(b, cli, coordinator.WithPrefix("/bench"))
+	createPool(b, c, "p", coordinator.PoolSpec{Capacity: capacity})
+	return cli, c
+}
+
 // rawCycle is what a hand-rolled claim costs: a txn that puts a key with a
 // lease if it does not exist, then a delete.
 func rawCycle(ctx context.Context, cli *clientv3.Client, key string, lease clientv3.LeaseID) error {
@@ -48,16 +56,8 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 func benchCycle(b *testing.B, clients int) {
-	cli := benchEtcd(b)
+	cli, c := benchPool(b, 1024)
 	ctx := context.Background()
-	c, err := coordinator.New(cli, coordinator.WithPrefix("/bench"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.CreatePool(ctx, "p", coordinator.PoolSpec{Capacity: 1024}); err != nil {
-		b.Fatal(err)
-	}
 	var mu sync.Mutex
 	var raw, pool []time.Duration
 	var wg sync.WaitGroup
@@ -125,16 +125,8 @@ func p50(d []time.Duration) time.Duration {
 // loop. "from-commit" starts when Release returns; "from-call" when it is
 // called, and so includes the release txn itself.
 func BenchmarkReleaseToGrant(b *testing.B) {
-	cli := benchEtcd(b)
+	cli, c := benchPool(b, 1)
 	ctx := context.Background()
-	c, err := coordinator.New(cli, coordinator.WithPrefix("/bench"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.CreatePool(ctx, "p", coordinator.PoolSpec{Capacity: 1}); err != nil {
-		b.Fatal(err)
-	}
 	s := newSession(b, cli, 30*time.Second)
 	var raw, fromCommit, fromCall []time.Duration
 	holder, err := c.Claim(ctx, s, "p")
