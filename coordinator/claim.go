@@ -142,7 +142,7 @@ func (sh *sharedState) plan(req claimRequest) (*claimPlan, error) {
 // alive reports why a claimant can no longer go on, or nil.
 func alive(ctx context.Context, s *Session) error {
 	if s.Err() != nil {
-		return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+		return expiredErr(s.Lease())
 	}
 	return ctx.Err()
 }
@@ -180,7 +180,7 @@ func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req c
 	case err == nil:
 		return nil, resp, nil
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		return nil, nil, fmt.Errorf("%w: lease %x", ErrSessionExpired, req.lease)
+		return nil, nil, expiredErr(req.lease)
 	}
 	return c.resolve(ctx, s, pool, req, err)
 }
@@ -202,7 +202,7 @@ func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req 
 		return err
 	})
 	if err == nil && resp == nil {
-		err = fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+		err = expiredErr(s.Lease())
 	}
 	switch {
 	case errors.Is(err, ErrSessionExpired):
@@ -223,7 +223,7 @@ func (c *Coordinator) fenceAndRead(ctx context.Context, s *Session, pool string)
 		clientv3.OpPut(c.k.fence(pool, s.Lease()), "", clientv3.WithLease(s.Lease())),
 		clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return nil, fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+		return nil, expiredErr(s.Lease())
 	}
 	if err != nil {
 		return nil, err

@@ -14,14 +14,8 @@ func TestClaimReleaseCycle(t *testing.T) {
 	createPool(t, c, "hearing", coordinator.PoolSpec{Capacity: 2})
 	s := newSession(t, cli, 5*time.Second)
 
-	a, err := c.Claim(ctx, s, "hearing", coordinator.WithHolder("alice"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Claim(ctx, s, "hearing", coordinator.WithHolder("bob"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustClaim(t, ctx, c, s, "hearing", coordinator.WithHolder("alice"))
+	b := mustClaim(t, ctx, c, s, "hearing", coordinator.WithHolder("bob"))
 	if a.Seat() == b.Seat() || a.Token() == b.Token() {
 		t.Fatalf("two claims share seat %d/%d token %d/%d", a.Seat(), b.Seat(), a.Token(), b.Token())
 	}

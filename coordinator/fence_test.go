@@ -20,17 +20,11 @@ func TestStaleReleaseDeletesNothing(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimit: 1})
 	old := newSession(t, cli, 10*time.Second)
-	stale, err := c.Claim(ctx, old, "p", coordinator.WithTenant("acme"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	stale := mustClaim(t, ctx, c, old, "p", coordinator.WithTenant("acme"))
 	if _, err := cli.Revoke(ctx, old.Lease()); err != nil { // the old holder "dies"
 		t.Fatal(err)
 	}
-	fresh, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithTenant("acme"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh := mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p", coordinator.WithTenant("acme"))
 	if fresh.Seat() != stale.Seat() || fresh.Token() <= stale.Token() {
 		t.Fatalf("want the same seat under a newer token: stale %d/%d fresh %d/%d", stale.Seat(), stale.Token(), fresh.Seat(), fresh.Token())
 	}
@@ -65,10 +59,7 @@ func TestForceReleaseTellsTheHolder(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	s := newSession(t, cli, 10*time.Second)
-	cl, err := c.Claim(ctx, s, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := mustClaim(t, ctx, c, s, "p")
 	done := cl.Done()
 	if _, err := c.ForceRelease(ctx, "p", cl.Seat(), cl.Token()+1, "wrong token"); !errors.Is(err, coordinator.ErrStaleToken) {
 		t.Fatalf("wrong token: %v", err)
@@ -111,10 +102,7 @@ func TestDoneReasons(t *testing.T) {
 	}
 
 	s := newSession(t, cli, 10*time.Second)
-	bound, err := c.Claim(ctx, s, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bound := mustClaim(t, ctx, c, s, "p")
 	if in, ok := bound.Instance(); !ok || in.ID != "bot-1" || in.Addr != "10.0.0.1:80" {
 		t.Fatalf("claim bound to %+v %v", in, ok)
 	}
@@ -135,10 +123,7 @@ func TestDoneReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp, err := c.Claim(ctx, short, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	exp := mustClaim(t, ctx, c, short, "p")
 	_ = exp.Done()
 	if _, err := cli.Revoke(ctx, short.Lease()); err != nil { // expired on the server
 		t.Fatal(err)
@@ -146,10 +131,7 @@ func TestDoneReasons(t *testing.T) {
 	wait(exp, coordinator.ErrSessionExpired)
 	short.Orphan()
 
-	gone, err := c.Claim(ctx, s, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	gone := mustClaim(t, ctx, c, s, "p")
 	_ = gone.Done()
 	if err := c.DeletePool(ctx, "p", false); !errors.Is(err, coordinator.ErrPoolInUse) {
 		t.Fatalf("delete of a pool in use: %v", err)
@@ -174,10 +156,7 @@ func TestLocalDeadlineFiresBeforeServerExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Orphan()
-	cl, err := c.Claim(ctx, s, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := mustClaim(t, ctx, c, s, "p")
 	_ = cl.Done()
 	deadline := s.Deadline()
 	if until := time.Until(deadline); until <= 0 || until > 3*time.Second {

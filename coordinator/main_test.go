@@ -103,6 +103,16 @@ func newSession(t testing.TB, cli *clientv3.Client, ttl time.Duration) *coordina
 	return s
 }
 
+// mustClaim claims a seat or fails the test.
+func mustClaim(t testing.TB, ctx context.Context, c *coordinator.Coordinator, s *coordinator.Session, pool string, opts ...coordinator.ClaimOption) *coordinator.Claim {
+	t.Helper()
+	cl, err := c.Claim(ctx, s, pool, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
 func createPool(t testing.TB, c *coordinator.Coordinator, name string, spec coordinator.PoolSpec) {
 	t.Helper()
 	if _, err := c.CreatePool(context.Background(), name, spec); err != nil {

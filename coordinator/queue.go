@@ -90,18 +90,15 @@ func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, f 
 		if done, err := f(st); done || err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.Done():
-			return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil {
-				wch = nil // compacted or broken: re-list, never resume at the compact revision
-				continue
-			}
-			st.apply(wr.Events)
+		wr, ok, err := nextWatch(ctx, s, wch)
+		if err != nil {
+			return err
 		}
+		if !ok || wr.Err() != nil {
+			wch = nil // compacted or broken: re-list, never resume at the compact revision
+			continue
+		}
+		st.apply(wr.Events)
 	}
 }
 
@@ -199,21 +196,28 @@ func (c *Coordinator) waitDelete(ctx context.Context, s *Session, key string, re
 	defer cancel()
 	wch := c.cli.Watch(wctx, key, clientv3.WithRev(rev+1))
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.Done():
-			return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil {
+		wr, ok, err := nextWatch(ctx, s, wch)
+		if err != nil || !ok || wr.Err() != nil {
+			return err // nil for a broken watch: the caller re-checks
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
 				return nil
 			}
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					return nil
-				}
-			}
 		}
+	}
+}
+
+// nextWatch waits for the next watch response, or for ctx or the session
+// to end.
+func nextWatch(ctx context.Context, s *Session, wch clientv3.WatchChan) (clientv3.WatchResponse, bool, error) {
+	select {
+	case <-ctx.Done():
+		return clientv3.WatchResponse{}, false, ctx.Err()
+	case <-s.Done():
+		return clientv3.WatchResponse{}, false, expiredErr(s.Lease())
+	case wr, ok := <-wch:
+		return wr, ok, nil
 	}
 }
 

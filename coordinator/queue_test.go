@@ -47,10 +47,7 @@ func TestWaitersAreServedFIFO(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	s := newSession(t, cli, 10*time.Second)
-	first, err := c.Claim(ctx, s, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustClaim(t, ctx, c, s, "p")
 	const n = 8
 	order := make(chan int, n)
 	for i := range n {
@@ -88,10 +85,7 @@ func TestHerd(t *testing.T) {
 	for i := range sessions {
 		sessions[i] = newSession(t, cli, 30*time.Second)
 	}
-	holder, err := c.Claim(ctx, sessions[0], "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustClaim(t, ctx, c, sessions[0], "p")
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -155,10 +149,7 @@ func TestWaiterWhoseSessionDiesStops(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	hs := newSession(t, cli, 10*time.Second)
-	holder, err := c.Claim(ctx, hs, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := mustClaim(t, ctx, c, hs, "p")
 	ws := newSession(t, cli, 10*time.Second)
 	errc := make(chan error, 1)
 	go func() {

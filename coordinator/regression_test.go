@@ -41,10 +41,7 @@ func staleReleaseScenario(t *testing.T, pool string) bool {
 	ctx := ctxT(t, 30*time.Second)
 	createPool(t, c, pool, coordinator.PoolSpec{Capacity: 3})
 	sp, sq := newSession(t, cli, 10*time.Second), newSession(t, cli, 10*time.Second)
-	x, err := c.Claim(ctx, sp, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := mustClaim(t, ctx, c, sp, pool)
 	held := map[int]*coordinator.Claim{}
 	for range 2 {
 		cl, err := q.Claim(ctx, sq, pool)
@@ -103,10 +100,7 @@ func TestHeadPinnedToGoneInstanceStepsOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithInstance("b"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p", coordinator.WithInstance("b"))
 	pinnedCtx, cancelPinned := context.WithCancel(ctx)
 	defer cancelPinned()
 	go func() {
@@ -148,10 +142,7 @@ func TestAmbiguousReleaseReportsSuccess(t *testing.T) {
 	defer c.Close()
 	ctx := ctxT(t, 30*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	claim, err := c.Claim(ctx, newSession(t, direct, 30*time.Second), "p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	claim := mustClaim(t, ctx, c, newSession(t, direct, 30*time.Second), "p")
 	obs, err := coordinator.New(direct)
 	if err != nil {
 		t.Fatal(err)

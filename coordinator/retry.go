@@ -24,7 +24,7 @@ func retry(ctx context.Context, s *Session, f func() error) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
 		case <-s.Done():
-			return fmt.Errorf("%w: lease %x", ErrSessionExpired, s.Lease())
+			return expiredErr(s.Lease())
 		case <-time.After(d):
 		}
 		backoff = min(2*backoff, 2*time.Second)

@@ -92,6 +92,11 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 	return s, nil
 }
 
+// expiredErr is the error for work that stopped because the session ended.
+func expiredErr(lease clientv3.LeaseID) error {
+	return fmt.Errorf("%w: lease %x", ErrSessionExpired, lease)
+}
+
 // Lease returns the session's lease ID.
 func (s *Session) Lease() clientv3.LeaseID { return s.id }
 

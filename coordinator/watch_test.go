@@ -42,10 +42,7 @@ func TestWatchEventsInOrder(t *testing.T) {
 	}
 	expect(coordinator.EventInstanceUp, func(e coordinator.Event) bool { return e.Instance == "i1" })
 	s := newSession(t, cli, 10*time.Second)
-	a, err := c.Claim(ctx, s, "p", coordinator.WithHolder("alice"), coordinator.WithTenant("t"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustClaim(t, ctx, c, s, "p", coordinator.WithHolder("alice"), coordinator.WithTenant("t"))
 	expect(coordinator.EventSeatClaimed, func(e coordinator.Event) bool {
 		return e.Holder == "alice" && e.Token == a.Token() && e.Seat == a.Seat() && e.Instance == "i1" && e.Tenant == "t"
 	})
@@ -53,10 +50,7 @@ func TestWatchEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(coordinator.EventSeatReleased, func(e coordinator.Event) bool { return e.Token == a.Token() })
-	b, err := c.Claim(ctx, s, "p", coordinator.WithHolder("bob"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustClaim(t, ctx, c, s, "p", coordinator.WithHolder("bob"))
 	expect(coordinator.EventSeatClaimed, nil)
 	if _, err := c.ForceRelease(ctx, "p", b.Seat(), b.Token(), "maintenance"); err != nil {
 		t.Fatal(err)
