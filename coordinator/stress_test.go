@@ -80,9 +80,11 @@ func (h *history) checkUntilNow(ctx context.Context, cli *clientv3.Client, wch c
 	}
 }
 
-// revision applies the events of one revision, then checks.
+// revision applies the events of one revision, then checks the grants it
+// made. Only what was granted is checked: after a limit shrinks, holders
+// above it keep their seats, and a grant to someone else is legal.
 func (h *history) revision(evs []*clientv3.Event) {
-	granted := false
+	granted := map[string]map[string]bool{} // "seats/", "tenants/", "binds/" -> names
 	for _, ev := range evs {
 		k := string(ev.Kv.Key)
 		if ev.Type == clientv3.EventTypeDelete {
@@ -90,45 +92,39 @@ func (h *history) revision(evs []*clientv3.Event) {
 			continue
 		}
 		h.kvs[k] = ev.Kv
-		if strings.HasPrefix(k, h.prefix+"seats/") && ev.IsCreate() {
-			granted = true
-			h.grants++
+		for _, sub := range []string{"seats/", "tenants/", "binds/"} {
+			if rest, ok := strings.CutPrefix(k, h.prefix+sub); ok && ev.IsCreate() {
+				name, _, _ := strings.Cut(rest, "/")
+				if granted[sub] == nil {
+					granted[sub] = map[string]bool{}
+				}
+				granted[sub][name] = true
+			}
 		}
 	}
-	if !granted {
+	if len(granted["seats/"]) == 0 {
 		return
 	}
+	h.grants += len(granted["seats/"])
 	rev := evs[0].Kv.ModRevision
 	spec := h.spec()
-	held := len(h.count("seats/"))
-	if held > spec.Capacity {
+	if held := len(h.count("seats/")); held > spec.Capacity {
 		h.t.Errorf("rev %d: a seat was granted with %d held > capacity %d", rev, held, spec.Capacity)
 	}
-	for tenant, n := range h.count("tenants/") {
-		if limit, limited := spec.LimitFor(tenant); limited && n > limit {
-			h.t.Errorf("rev %d: tenant %s holds %d > limit %d", rev, tenant, n, limit)
+	tenants := h.count("tenants/")
+	for tenant := range granted["tenants/"] {
+		if limit, limited := spec.LimitFor(tenant); limited && tenants[tenant] > limit {
+			h.t.Errorf("rev %d: tenant %s granted a seat while holding %d > limit %d", rev, tenant, tenants[tenant], limit)
 		}
 	}
-	for id, n := range h.count("binds/") {
+	binds := h.count("binds/")
+	for id := range granted["binds/"] {
 		var in coordinator.Instance
 		kv := h.kvs[h.prefix+"instances/"+id]
-		if kv == nil {
-			continue // checked at bind creation below
-		}
-		_ = json.Unmarshal(kv.Value, &in)
-		if n > in.Seats {
-			h.t.Errorf("rev %d: instance %s bound %d > seats %d", rev, id, n, in.Seats)
-		}
-	}
-	for _, ev := range evs {
-		k := string(ev.Kv.Key)
-		if rest, ok := strings.CutPrefix(k, h.prefix+"binds/"); ok && ev.IsCreate() {
-			id, _, _ := strings.Cut(rest, "/")
-			var in coordinator.Instance
-			kv := h.kvs[h.prefix+"instances/"+id]
-			if kv == nil || json.Unmarshal(kv.Value, &in) != nil || in.State != coordinator.InstanceReady {
-				h.t.Errorf("rev %d: seat bound to instance %s that is not registered and ready", rev, id)
-			}
+		if kv == nil || json.Unmarshal(kv.Value, &in) != nil || in.State != coordinator.InstanceReady {
+			h.t.Errorf("rev %d: seat bound to instance %s that is not registered and ready", rev, id)
+		} else if binds[id] > in.Seats {
+			h.t.Errorf("rev %d: instance %s bound %d > seats %d", rev, id, binds[id], in.Seats)
 		}
 	}
 }
