@@ -29,12 +29,6 @@ type Coordinator struct {
 	closed bool // under mu; no background work starts after Close
 }
 
-// sharedState is a pool's cached state shared by this process's claimants.
-type sharedState struct {
-	mu sync.Mutex
-	st *poolState
-}
-
 // New returns a Coordinator using cli. An invalid option is an error.
 func New(cli *clientv3.Client, opts ...Option) (*Coordinator, error) {
 	if cli == nil {
@@ -88,17 +82,6 @@ func (c *Coordinator) goBackground(f func(ctx context.Context)) bool {
 		f(c.ctx)
 	}()
 	return true
-}
-
-func (c *Coordinator) shared(pool string) *sharedState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.states[pool]
-	if !ok {
-		s = &sharedState{st: newPoolState(c.k, pool)}
-		c.states[pool] = s
-	}
-	return s
 }
 
 // cleanupCtx bounds a write made on behalf of a caller whose ctx is done.

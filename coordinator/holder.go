@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -12,8 +13,34 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// Claim is a held seat. Its token is the create revision of the seat key;
+// every write made on the holder's behalf should be guarded by IsOwner.
+//
+// Done closes no later than the session's local deadline, whatever etcd
+// does: the session ending closes it directly, not through the monitor.
+type Claim struct {
+	c     *Coordinator
+	sess  *Session
+	pool  string
+	seat  int
+	token int64
+	rec   seatRecord
+	inst  *Instance
+
+	mu       sync.Mutex
+	err      error         // why the seat was lost; nil while held
+	donec    chan struct{} // closed when err is set
+	monOnce  sync.Once
+	stopMon  context.CancelFunc
+	stopSess func() bool // unregisters the session-end callback
+}
+
 func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {
-	return &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, rec: rec, inst: inst, donec: make(chan struct{})}
+	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, rec: rec, inst: inst, donec: make(chan struct{})}
+	cl.mu.Lock()
+	cl.stopSess = context.AfterFunc(s.life, func() { cl.lose(s.lostErr(), "") })
+	cl.mu.Unlock()
+	return cl
 }
 
 // Pool returns the pool name.
@@ -101,6 +128,9 @@ func (cl *Claim) lose(err error, detail string) {
 	if cl.stopMon != nil {
 		cl.stopMon()
 	}
+	if cl.stopSess != nil {
+		cl.stopSess()
+	}
 }
 
 func reasonOf(err error) string {
@@ -127,7 +157,9 @@ func (cl *Claim) startMonitor() {
 		cl.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithCancel(cl.c.ctx)
+	// Bound to the session as well: a watch or read stuck on an unreachable
+	// etcd must not outlive it.
+	ctx, cancel := cl.sess.bind(cl.c.ctx)
 	cl.stopMon = cancel
 	cl.mu.Unlock()
 	if !cl.c.goBackground(func(context.Context) { cl.monitor(ctx) }) {
@@ -150,10 +182,7 @@ func (cl *Claim) monitor(ctx context.Context) {
 			if c.ctx.Err() != nil {
 				cl.lose(ErrClosed, "coordinator closed; the seat is no longer watched")
 			}
-			return
-		case <-cl.sess.Done():
-			cl.lose(ErrSessionExpired, fmt.Sprintf("lease %x", cl.sess.Lease()))
-			return
+			return // a session end has closed Done already
 		case wr, ok := <-seatW:
 			lost, resume := cl.seatEvent(ctx, wr, ok)
 			if lost || ctx.Err() != nil || cl.lost() {
@@ -227,9 +256,6 @@ func (cl *Claim) reread(ctx context.Context, key string) (*mvccpb.KeyValue, int6
 		select {
 		case <-ctx.Done():
 			return nil, 0
-		case <-cl.sess.Done():
-			cl.lose(ErrSessionExpired, fmt.Sprintf("lease %x", cl.sess.Lease()))
-			return nil, 0
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -243,7 +269,11 @@ func (cl *Claim) classify(ctx context.Context) {
 		ops = append(ops, clientv3.OpGet(c.k.instance(cl.pool, cl.rec.Instance)))
 	}
 	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
+	switch {
+	case err != nil && !cl.sess.live():
+		cl.lose(cl.sess.lostErr(), "")
+		return
+	case err != nil:
 		cl.lose(ErrSeatLost, err.Error())
 		return
 	}
@@ -275,7 +305,10 @@ func (cl *Claim) classify(ctx context.Context) {
 // leaseVerdict tells an expired lease from a seat deleted by hand.
 func (cl *Claim) leaseVerdict(ctx context.Context) error {
 	ttl, err := cl.c.cli.TimeToLive(ctx, cl.sess.Lease())
-	if cl.sess.Err() != nil || (err == nil && ttl.TTL <= 0) {
+	if !cl.sess.live() {
+		return cl.sess.lostErr()
+	}
+	if err == nil && ttl.TTL <= 0 {
 		return ErrSessionExpired
 	}
 	return ErrSeatLost

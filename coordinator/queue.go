@@ -139,7 +139,12 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 // dequeue removes a waiter that gave up. If etcd cannot be reached now, the
 // removal continues in the background until the session ends.
 func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
-	ctx, cancel := c.cleanupCtx()
+	if !s.live() {
+		return // the key goes with the lease; nothing can grant it now
+	}
+	cctx, cancelCleanup := c.cleanupCtx()
+	defer cancelCleanup()
+	ctx, cancel := s.bind(cctx) // a claimant never outlives its session
 	defer cancel()
 	if _, err := c.cli.Delete(ctx, req.queueKey); err != nil {
 		c.log.Warn("remove queue key", "pool", pool, "key", req.queueKey, "err", err)
@@ -215,7 +220,7 @@ func nextWatch(ctx context.Context, s *Session, wch clientv3.WatchChan) (clientv
 	case <-ctx.Done():
 		return clientv3.WatchResponse{}, false, ctx.Err()
 	case <-s.Done():
-		return clientv3.WatchResponse{}, false, expiredErr(s.Lease())
+		return clientv3.WatchResponse{}, false, s.lostErr()
 	case wr, ok := <-wch:
 		return wr, ok, nil
 	}

@@ -39,13 +39,18 @@ func (c *Coordinator) releaseOps(pool string, seat int, token int64, rec seatRec
 // force-released). ctx bounds the call; an ambiguous failure is retried
 // until ctx is done, which is safe because the release is idempotent.
 func (cl *Claim) Release(ctx context.Context) error {
+	return cl.release(ctx, releaseRecord{By: cl.rec.Holder, At: time.Now().UTC()})
+}
+
+// release deletes the seat, fenced by its token, writing rel as the record.
+func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
-	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{By: cl.rec.Holder, At: time.Now().UTC()})
+	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, rel)
 	for backoff, try := 50*time.Millisecond, 0; ; backoff, try = min(2*backoff, time.Second), try+1 {
 		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).
 			Else(clientv3.OpGet(c.k.released(cl.pool, cl.seat))).Commit()
 		switch {
-		case err == nil && (resp.Succeeded || (try > 0 && cl.releasedByUs(rangeKvs(resp)))):
+		case err == nil && (resp.Succeeded || (try > 0 && cl.releasedByUs(rangeKvs(resp), rel))):
 			// A retry that finds our own release record: an earlier try
 			// committed and its answer was lost.
 			cl.lose(ErrReleased, "")
@@ -65,32 +70,11 @@ func (cl *Claim) Release(ctx context.Context) error {
 }
 
 // releasedByUs reports whether the release record is the one this claim's
-// own Release writes: our token, not forced, no reason.
-func (cl *Claim) releasedByUs(kvs []*mvccpb.KeyValue) bool {
+// own release writes: our token, not forced, our reason.
+func (cl *Claim) releasedByUs(kvs []*mvccpb.KeyValue, ours releaseRecord) bool {
 	var rel releaseRecord
 	return len(kvs) == 1 && json.Unmarshal(kvs[0].Value, &rel) == nil &&
-		rel.Token == cl.token && !rel.Forced && rel.Reason == ""
-}
-
-// forget drops a released seat's keys from the shared cache, so that the
-// next claim of this process sees the seat free without a read. It drops a
-// key only if its create revision is this claim's token: a later holder of
-// the same slot has a higher one and must stay counted, or the slow path of
-// takeSlot would undercount.
-func (c *Coordinator) forget(pool string, seat int, token int64, rec seatRecord) {
-	sh := c.shared(pool)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st := sh.st
-	if kv, ok := st.seats[seat]; ok && kv.CreateRevision == token {
-		st.del(c.k.seat(pool, seat))
-	}
-	if rec.TenantSlot >= 0 && st.tenants[rec.Tenant][rec.TenantSlot] == token {
-		st.del(c.k.tenant(pool, rec.Tenant, rec.TenantSlot))
-	}
-	if rec.BindSlot >= 0 && st.binds[rec.Instance][rec.BindSlot] == token {
-		st.del(c.k.bind(pool, rec.Instance, rec.BindSlot))
-	}
+		rel.Token == cl.token && !rel.Forced && rel.Reason == ours.Reason
 }
 
 // ForceRelease frees a seat on an operator's behalf, only if it is still

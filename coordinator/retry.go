@@ -24,7 +24,7 @@ func retry(ctx context.Context, s *Session, f func() error) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
 		case <-s.Done():
-			return expiredErr(s.Lease())
+			return s.lostErr()
 		case <-time.After(d):
 		}
 		backoff = min(2*backoff, 2*time.Second)

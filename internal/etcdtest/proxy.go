@@ -15,8 +15,9 @@ type Proxy struct {
 	target string
 
 	mu    sync.Mutex
-	drop  bool // answers are dropped
-	hole  bool // requests are dropped too
+	drop  bool          // answers are dropped
+	hole  bool          // requests are dropped too
+	holdc chan struct{} // non-nil while answers are held back; closed to let them go
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -55,9 +56,32 @@ func (p *Proxy) Blackhole() {
 	p.drop, p.hole = true, true
 }
 
+// HoldResponses keeps forwarding requests but holds etcd's answers back, in
+// order, until Deliver or Restore: the client sees a slow network, and every
+// answer arrives late but intact.
+func (p *Proxy) HoldResponses() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.holdc == nil {
+		p.holdc = make(chan struct{})
+	}
+}
+
+// Deliver lets the answers held by HoldResponses through, on the same
+// connections.
+func (p *Proxy) Deliver() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.holdc != nil {
+		close(p.holdc)
+		p.holdc = nil
+	}
+}
+
 // Restore closes every connection (whose streams lost bytes) and forwards
 // new ones both ways again.
 func (p *Proxy) Restore() {
+	p.Deliver()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.drop, p.hole = false, false
@@ -112,7 +136,11 @@ func (p *Proxy) pipe(dst, src net.Conn, answers bool) {
 		if n > 0 {
 			p.mu.Lock()
 			drop := (answers && p.drop) || p.hole
+			hold := p.holdc
 			p.mu.Unlock()
+			if answers && hold != nil {
+				<-hold
+			}
 			if !drop {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return

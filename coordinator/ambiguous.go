@@ -1,0 +1,123 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The ambiguous outcome. A claim or enqueue txn that fails with a timeout
+// or a lost connection may have committed, or may still commit later (it
+// can sit in a server's queue). The claimant cannot simply retry: it could
+// end up holding two seats. Instead it bumps its fence key, which every
+// claim txn of its lease compares, so the lost attempt can no longer
+// commit; then it reads the pool and adopts the seat if the attempt did
+// commit. If the caller has gone, reap does the same in the background and
+// releases whatever it finds.
+
+// resolve handles a claim txn whose outcome is unknown (a timeout, a lost
+// connection): it may have committed, or may still commit later. It first
+// bumps the claimant's fence key, which every claim txn of this lease
+// compares, so the lost attempt can no longer commit; then it reads the
+// pool and adopts the seat if the attempt did commit. If ctx is already done
+// the same work continues in the background and releases whatever it finds.
+func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req claimRequest, cause error) (*Claim, *clientv3.TxnResponse, error) {
+	c.log.Warn("ambiguous claim txn", "pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", cause)
+	var resp *clientv3.TxnResponse
+	err := retry(ctx, s, func() (err error) {
+		resp, err = c.fenceAndRead(ctx, s, pool)
+		if errors.Is(err, ErrSessionExpired) {
+			return nil // nothing of this lease can commit any more
+		}
+		return err
+	})
+	if err == nil && resp == nil {
+		err = s.lostErr()
+	}
+	switch {
+	case errors.Is(err, ErrSessionExpired):
+		return nil, nil, err
+	case err != nil:
+		c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
+		return nil, nil, fmt.Errorf("coordinator: claim on pool %q: %w (outcome unknown: %v)", pool, err, cause)
+	}
+	if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
+		cl, err := c.keepIfLive(cl)
+		return cl, resp, err
+	}
+	return nil, resp, nil
+}
+
+// fenceAndRead puts the fence key, then reads the pool in the same txn.
+func (c *Coordinator) fenceAndRead(ctx context.Context, s *Session, pool string) (*clientv3.TxnResponse, error) {
+	resp, err := c.cli.Txn(ctx).Then(
+		clientv3.OpPut(c.k.fence(pool, s.Lease()), "", clientv3.WithLease(s.Lease())),
+		clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil, s.lostErr()
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp.Succeeded = false // present it as a failed claim's read to absorb
+	return resp, nil
+}
+
+// adopt finds the seat a lost attempt took, by lease and nonce, in a read
+// of the whole pool.
+func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mvccpb.KeyValue) *Claim {
+	st := newPoolState(c.k, pool)
+	st.load(1, kvs)
+	for _, kv := range kvs {
+		pk, err := c.k.parse(string(kv.Key))
+		if err != nil || pk.Seg != segSeats || kv.Lease != int64(req.lease) {
+			continue
+		}
+		var rec seatRecord
+		if json.Unmarshal(kv.Value, &rec) == nil && rec.Nonce == req.nonce {
+			var inst *Instance
+			if in, ok := st.instances[rec.Instance]; ok {
+				inst = &in
+			} else if rec.Instance != "" {
+				inst = &Instance{ID: rec.Instance} // deregistered since; the monitor will see it
+			}
+			return c.newClaim(s, pool, pk.Slot, kv.CreateRevision, rec, inst)
+		}
+	}
+	return nil
+}
+
+// reap runs after an ambiguous attempt whose caller has gone: it retries
+// fence-and-read until it succeeds, then releases any seat or queue entry
+// the attempt left. It stops when the session or the Coordinator ends.
+func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req claimRequest) {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		rctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+		resp, err := c.fenceAndRead(rctx, s, pool)
+		if err == nil {
+			if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
+				err = cl.Release(rctx)
+			}
+			if err == nil || errors.Is(err, ErrNotHeld) {
+				_, err = c.cli.Delete(rctx, c.k.queueKey(pool, req.lease, req.nonce))
+			}
+		}
+		cancel()
+		if err == nil || errors.Is(err, ErrSessionExpired) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
