@@ -19,12 +19,18 @@
 //	<root>/pools/<pool>/tenants/<tenant>/<slot>   tenant slot; holder's lease
 //	<root>/pools/<pool>/queue/<lease>-<nonce>     waiter JSON; waiter's lease
 //	<root>/pools/<pool>/fences/<lease>            claim fence; claimant's lease
-//	<root>/pools/<pool>/released/<seat>           last release record; no lease
+//	<root>/pools/<pool>/released/<seat>           last release record; its holder's lease
 //
 // Seats and slots are 7-digit zero-padded numbers, so lexical order is
-// numeric order; names never contain '/'. At most one released record exists
-// per seat number, so the keyspace of a pool is bounded by its capacity plus
-// its live claimants.
+// numeric order; names never contain '/'. A claim takes a seat number below
+// the number held plus 16, so the seat numbers in use stay within the peak
+// held plus 16. A release record is keyed by seat number and bound to the
+// lease of the holder it describes, so records go with their sessions: a
+// pool's keys stay bounded by its held seats, its waiters, its live
+// sessions and a constant, however long its history. (Before this schema,
+// records had no lease and claims chose any seat number, so a pool kept one
+// record per seat number ever released; such records are harmless and
+// `poolctl doctor` will list them.)
 //
 // # Invariants
 //

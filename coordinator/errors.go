@@ -55,3 +55,47 @@ var (
 	// ErrClosed reports use of a closed Session or Coordinator.
 	ErrClosed = errors.New("coordinator: closed")
 )
+
+// WaitReason says why a claim cannot be granted now.
+type WaitReason string
+
+// The reasons a claim waits or is refused with ErrNoSeat.
+const (
+	// WaitPoolFull: every seat of the pool is held.
+	WaitPoolFull WaitReason = "pool_full"
+	// WaitQueue: other claimants wait ahead; a claim never jumps the queue.
+	WaitQueue WaitReason = "queue"
+	// WaitTenantLimit: the claimant's tenant holds its limit.
+	WaitTenantLimit WaitReason = "tenant_limit"
+	// WaitNoMatchingInstance: no ready instance that the claim selects has
+	// a free seat, while other instances do.
+	WaitNoMatchingInstance WaitReason = "no_matching_instance"
+	// WaitInstancesFull: no ready instance has a free seat.
+	WaitInstancesFull WaitReason = "instances_full"
+)
+
+// NoSeatError is the error of a claim that found no seat it could take now.
+// It matches ErrNoSeat with errors.Is; Reason says why.
+type NoSeatError struct {
+	Pool   string
+	Reason WaitReason
+	Detail string // for people, e.g. `tenant "acme" holds 1 of its limit 1`
+}
+
+func (e *NoSeatError) Error() string { return ErrNoSeat.Error() + ": " + e.Detail }
+
+// Unwrap returns ErrNoSeat.
+func (e *NoSeatError) Unwrap() error { return ErrNoSeat }
+
+// Own reports whether the claimant's own constraints (its tenant's limit or
+// its instance selector) bar it, while other claimants could be served.
+func (e *NoSeatError) Own() bool {
+	return e.Reason == WaitTenantLimit || e.Reason == WaitNoMatchingInstance
+}
+
+// ownLimit reports whether err says the claimant's own constraints bar it:
+// a NoSeatError that is Own, or a named instance that is not registered.
+func ownLimit(err error) bool {
+	var ns *NoSeatError
+	return (errors.As(err, &ns) && ns.Own()) || errors.Is(err, ErrInstanceNotFound)
+}

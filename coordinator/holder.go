@@ -320,7 +320,7 @@ func (cl *Claim) instanceGone() {
 	cl.lose(ErrInstanceGone, cl.rec.Instance)
 	ctx, cancel := cl.c.cleanupCtx()
 	defer cancel()
-	ops := cl.c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, releaseRecord{Reason: ReasonInstanceGone, By: cl.rec.Holder, At: time.Now().UTC()})
+	ops := cl.c.releaseOps(cl.pool, cl.seat, cl.token, cl.sess.Lease(), cl.rec, releaseRecord{Reason: ReasonInstanceGone, By: cl.rec.Holder, At: time.Now().UTC()})
 	if _, err := cl.c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit(); err != nil {
 		cl.c.log.Warn("free seat of gone instance", "pool", cl.pool, "seat", cl.seat, "err", err)
 	}

@@ -30,13 +30,8 @@ type claimPlan struct {
 	ops   []clientv3.Op
 }
 
-var (
-	// errNotHead is returned to a queued waiter that is not first in line.
-	errNotHead = errors.New("coordinator: not first in queue")
-	// errOwnLimit marks an ErrNoSeat caused by the claimant's own tenant
-	// limit or instance selector while others could be served.
-	errOwnLimit = errors.New("own limit")
-)
+// errNotHead is returned to a queued waiter that is not first in line.
+var errNotHead = errors.New("coordinator: not first in queue")
 
 // plan builds the claim transaction for req, or says why there is no seat.
 // It reads only s; the compares it emits re-check on the server every fact
@@ -71,7 +66,8 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	}
 	seat, cmps, ok := takeSlot(s.seats2revs(), s.spec.Capacity, s.rev, s.k.seats(s.pool), func(n int) string { return s.k.seat(s.pool, n) })
 	if !ok {
-		return nil, fmt.Errorf("%w: pool %q holds %d of %d", ErrNoSeat, s.pool, len(s.seats), s.spec.Capacity)
+		return nil, &NoSeatError{Pool: s.pool, Reason: WaitPoolFull,
+			Detail: fmt.Sprintf("pool %q holds %d of %d", s.pool, len(s.seats), s.spec.Capacity)}
 	}
 	p.seat, p.cmps = seat, append(p.cmps, cmps...)
 	if err := s.planTenant(p, req); err != nil {
@@ -92,7 +88,8 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 	q := s.k.queue(s.pool)
 	if req.queueKey == "" {
 		if len(s.queue) > 0 {
-			return fmt.Errorf("%w: pool %q has claimants waiting (%d)", ErrNoSeat, s.pool, len(s.queue))
+			return &NoSeatError{Pool: s.pool, Reason: WaitQueue,
+				Detail: fmt.Sprintf("pool %q has claimants waiting (%d)", s.pool, len(s.queue))}
 		}
 		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(q).WithPrefix(), "=", 0))
 		return nil
@@ -119,7 +116,8 @@ func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {
 	}
 	n, cmps, ok := takeSlot(s.tenants[t], limit, s.rev, s.k.tenants(s.pool, t), func(n int) string { return s.k.tenant(s.pool, t, n) })
 	if !ok {
-		return fmt.Errorf("%w: %w: tenant %q holds %d of its limit %d", ErrNoSeat, errOwnLimit, t, len(s.tenants[t]), limit)
+		return &NoSeatError{Pool: s.pool, Reason: WaitTenantLimit,
+			Detail: fmt.Sprintf("tenant %q holds %d of its limit %d", t, len(s.tenants[t]), limit)}
 	}
 	p.rec.TenantSlot = n
 	p.cmps = append(p.cmps, cmps...)
@@ -134,9 +132,9 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	}
 	if o.instance != "" {
 		if _, ok := s.instances[o.instance]; !ok {
-			// Marked as the claimant's own limit: a head waiter pinned to a
-			// vanished instance steps out instead of blocking the line.
-			return fmt.Errorf("%w: %w: %q in pool %q", ErrInstanceNotFound, errOwnLimit, o.instance, s.pool)
+			// The claimant's own limit (see ownLimit): a head waiter pinned
+			// to a vanished instance steps out instead of blocking the line.
+			return fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, o.instance, s.pool)
 		}
 	}
 	var best *Instance
@@ -144,7 +142,7 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	bestSlot, bestLoad := -1, 0
 	for _, id := range sortedKeys(s.instances) {
 		in := s.instances[id]
-		if in.State != InstanceReady || (o.instance != "" && id != o.instance) || !in.Matches(o.labels) {
+		if !s.fits(id, in, o) {
 			continue
 		}
 		n, cmps, ok := takeSlot(s.binds[id], in.Seats, s.rev, s.k.binds(s.pool, id), func(n int) string { return s.k.bind(s.pool, id, n) })
@@ -155,10 +153,12 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 		}
 	}
 	if best == nil {
-		if s.anyInstanceFree() {
-			return fmt.Errorf("%w: %w: no ready instance with a free seat matches in pool %q", ErrNoSeat, errOwnLimit, s.pool)
+		if s.anyFits(claimOptions{}) {
+			return &NoSeatError{Pool: s.pool, Reason: WaitNoMatchingInstance,
+				Detail: fmt.Sprintf("no ready instance with a free seat matches in pool %q", s.pool)}
 		}
-		return fmt.Errorf("%w: no ready instance has a free seat in pool %q", ErrNoSeat, s.pool)
+		return &NoSeatError{Pool: s.pool, Reason: WaitInstancesFull,
+			Detail: fmt.Sprintf("no ready instance has a free seat in pool %q", s.pool)}
 	}
 	p.inst, p.rec.Instance, p.rec.BindSlot = best, best.ID, bestSlot
 	p.cmps = append(p.cmps, bestCmps...)
@@ -167,10 +167,17 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	return nil
 }
 
-// anyInstanceFree reports whether some ready instance has a free seat.
-func (s *poolState) anyInstanceFree() bool {
+// fits is the one rule for which instances a claim may bind to now: ready,
+// selected by the claim's instance and labels, with a free seat.
+func (s *poolState) fits(id string, in Instance, o claimOptions) bool {
+	return in.State == InstanceReady && (o.instance == "" || id == o.instance) &&
+		in.Matches(o.labels) && len(s.binds[id]) < in.Seats
+}
+
+// anyFits reports whether some instance fits a claim with options o.
+func (s *poolState) anyFits(o claimOptions) bool {
 	for id, in := range s.instances {
-		if in.State == InstanceReady && len(s.binds[id]) < in.Seats {
+		if s.fits(id, in, o) {
 			return true
 		}
 	}
@@ -190,12 +197,7 @@ func (s *poolState) ownFits(o claimOptions) bool {
 	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
 		return true
 	}
-	for id, in := range s.instances {
-		if in.State == InstanceReady && (o.instance == "" || id == o.instance) && in.Matches(o.labels) && len(s.binds[id]) < in.Seats {
-			return true
-		}
-	}
-	return false
+	return s.anyFits(o)
 }
 
 // constrained reports whether a claim has constraints of its own.
@@ -247,19 +249,32 @@ func takeSlot(held map[int]int64, limit int, rev int64, prefix string, key func(
 	return n, cmps, true
 }
 
-// freeSlot returns a free slot in [0, limit), chosen at random so that
+// slotSpread is how many free slots above the held count a claim chooses
+// among.
+const slotSpread = 16
+
+// freeSlot returns a free slot in [0, limit). It picks below held+slotSpread,
+// so the slot numbers ever in use (and the release records keyed by them)
+// stay within the peak number held plus slotSpread; and it picks at random
+// in the top of that window first, where free slots gather, so that
 // concurrent claimants working from the same state rarely collide. The
-// caller has checked that fewer than limit slots are held.
+// caller has checked that fewer than limit slots are held, so the window
+// has a free slot.
 func freeSlot(held map[int]int64, limit int) int {
-	for range 8 {
-		n := rand.IntN(limit)
+	window := min(limit, len(held)+slotSpread)
+	lo := max(0, window-slotSpread)
+	for i := range 16 {
+		n := rand.IntN(window)
+		if i < 8 {
+			n = lo + rand.IntN(window-lo)
+		}
 		if _, taken := held[n]; !taken {
 			return n
 		}
 	}
-	start := rand.IntN(limit)
-	for i := range limit {
-		n := (start + i) % limit
+	start := rand.IntN(window)
+	for i := range window {
+		n := (start + i) % window
 		if _, taken := held[n]; !taken {
 			return n
 		}

@@ -245,7 +245,7 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 		p, err := st.plan(req)
 		switch {
 		case err == nil:
-		case errors.Is(err, errOwnLimit):
+		case ownLimit(err):
 			return nil, errStepOut
 		case waitable(err):
 			return nil, nil

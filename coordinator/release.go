@@ -15,7 +15,13 @@ import (
 // token, and records who released it. The caller compares the seat's token.
 // The tenant and instance slot deletes sit in nested txns so that a slot key
 // re-created under another claim (only possible by hand) is left alone.
-func (c *Coordinator) releaseOps(pool string, seat int, token int64, rec seatRecord, rel releaseRecord) []clientv3.Op {
+//
+// The release record is bound to the holder's lease: it tells the holder's
+// monitor why its seat went (and lets a retried Release recognise its own
+// earlier success), and it goes with the holder's session, so records never
+// pile up. Watchers see it in the same revision as the seat's delete. (The
+// txn's compare on the seat key proves the lease is alive when it applies.)
+func (c *Coordinator) releaseOps(pool string, seat int, token int64, lease clientv3.LeaseID, rec seatRecord, rel releaseRecord) []clientv3.Op {
 	ops := []clientv3.Op{clientv3.OpDelete(c.k.seat(pool, seat))}
 	fenced := func(key string) clientv3.Op {
 		return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", token)},
@@ -29,7 +35,7 @@ func (c *Coordinator) releaseOps(pool string, seat int, token int64, rec seatRec
 	}
 	rel.Token = token
 	val, _ := json.Marshal(rel)
-	return append(ops, clientv3.OpPut(c.k.released(pool, seat), string(val)))
+	return append(ops, clientv3.OpPut(c.k.released(pool, seat), string(val), clientv3.WithLease(lease)))
 }
 
 // Release gives the seat back. It is fenced by the token: it deletes the
@@ -45,7 +51,7 @@ func (cl *Claim) Release(ctx context.Context) error {
 // release deletes the seat, fenced by its token, writing rel as the record.
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
-	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.rec, rel)
+	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.sess.Lease(), cl.rec, rel)
 	for backoff, try := 50*time.Millisecond, 0; ; backoff, try = min(2*backoff, time.Second), try+1 {
 		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).
 			Else(clientv3.OpGet(c.k.released(cl.pool, cl.seat))).Commit()
@@ -92,7 +98,7 @@ func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, t
 		return cur, fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", ErrStaleToken, pool, seat, cur.Token, token)
 	}
 	rec := seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot}
-	ops := c.releaseOps(pool, seat, token, rec, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
+	ops := c.releaseOps(pool, seat, token, cur.Lease, rec, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
 	key := c.k.seat(pool, seat)
 	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).Then(ops...).Commit()
 	if err != nil {
