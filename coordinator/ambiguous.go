@@ -105,7 +105,8 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 				err = cl.Release(rctx)
 			}
 			if err == nil || errors.Is(err, ErrNotHeld) {
-				_, err = c.cli.Delete(rctx, c.k.queueKey(pool, req.lease, req.nonce))
+				req.queueKey = c.k.queueKey(pool, req.lease, req.nonce)
+				err = c.dropWaiter(rctx, s, pool, req)
 			}
 		}
 		cancel()

@@ -130,7 +130,7 @@ func alive(ctx context.Context, s *Session) error {
 // pool. An ambiguous failure is resolved before it returns (see resolve).
 func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req claimRequest, p *claimPlan) (*Claim, *clientv3.TxnResponse, error) {
 	c.metrics.ClaimTxn(pool)
-	resp, err := c.cli.Txn(ctx).If(p.cmps...).Then(p.ops...).
+	resp, err := c.cli.Txn(ctx).If(p.cmps...).Then(append(p.ops, p.grants...)...).
 		Else(clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
 	switch {
 	case err == nil && resp.Succeeded:

@@ -16,6 +16,7 @@ import (
 //	<root>/pools/<pool>/binds/<instance>/<slot>    instance slot, holder's lease
 //	<root>/pools/<pool>/tenants/<tenant>/<slot>    tenant slot, holder's lease
 //	<root>/pools/<pool>/queue/<lease>-<nonce>      waiter (JSON), waiter's lease
+//	<root>/pools/<pool>/grants/<lease>-<nonce>     seat granted to that waiter, its lease
 //	<root>/pools/<pool>/fences/<lease>             claim fence, claimant's lease
 //	<root>/pools/<pool>/released/<seat>            last release record (JSON)
 //
@@ -36,6 +37,7 @@ const (
 	segBinds     = "binds"
 	segTenants   = "tenants"
 	segQueue     = "queue"
+	segGrants    = "grants"
 	segFences    = "fences"
 	segReleased  = "released"
 )
@@ -62,7 +64,12 @@ func (k keys) tenant(p, t string, n int) string {
 }
 func (k keys) queue(p string) string { return k.pool(p) + segQueue + "/" }
 func (k keys) queueKey(p string, lease clientv3.LeaseID, nonce uint64) string {
-	return fmt.Sprintf("%s%016x-%016x", k.queue(p), uint64(lease), nonce)
+	return k.queue(p) + queueName(lease, nonce)
+}
+func (k keys) grants(p string) string           { return k.pool(p) + segGrants + "/" }
+func (k keys) grant(p, name string) string      { return k.grants(p) + name }
+func queueName(lease clientv3.LeaseID, nonce uint64) string {
+	return fmt.Sprintf("%016x-%016x", uint64(lease), nonce)
 }
 func (k keys) fence(p string, lease clientv3.LeaseID) string {
 	return fmt.Sprintf("%s%s/%016x", k.pool(p), segFences, uint64(lease))
@@ -119,8 +126,8 @@ func (k keys) parse(key string) (parsedKey, error) {
 		}
 		pk.Name = args[0]
 		pk.Slot, err = parseSlot(args[1])
-	case segQueue, segFences:
-		if len(args) != 1 || !validHexName(args[0], pk.Seg == segQueue) {
+	case segQueue, segGrants, segFences:
+		if len(args) != 1 || !validHexName(args[0], pk.Seg != segFences) {
 			return bad("bad lease segment")
 		}
 		pk.Name = args[0]
@@ -167,8 +174,14 @@ func validHexName(s string, pair bool) bool {
 	return true
 }
 
-// leaseOfHex reads the lease from a queue or fence name.
+// leaseOfHex reads the lease from a queue, grant or fence name.
 func leaseOfHex(name string) clientv3.LeaseID {
 	v, _ := strconv.ParseUint(name[:hexWidth], 16, 64)
 	return clientv3.LeaseID(v)
+}
+
+// nonceOfHex reads the nonce from a queue or grant name.
+func nonceOfHex(name string) uint64 {
+	v, _ := strconv.ParseUint(name[hexWidth+1:], 16, 64)
+	return v
 }

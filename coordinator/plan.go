@@ -17,6 +17,10 @@ type claimRequest struct {
 	nonce    uint64
 	queueKey string // set for a queued waiter
 	queueRev int64  // its create revision
+	// granted marks a plan the head of the queue makes for a waiter behind
+	// it (see grant.go): it writes the waiter's grant key, and it does not
+	// check that nobody is ahead, since the head is, and plans in order.
+	granted bool
 }
 
 // claimPlan is one claim transaction: compares and writes that together take
@@ -28,6 +32,9 @@ type claimPlan struct {
 	inst  *Instance
 	cmps  []clientv3.Cmp
 	ops   []clientv3.Op
+	// grants are the nested txns by which the head grants seats to the
+	// waiters behind it in the same transaction (see grant.go).
+	grants []clientv3.Op
 }
 
 // errNotHead is returned to a queued waiter that is not first in line.
@@ -76,6 +83,11 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	if err := s.planInstance(p, req); err != nil {
 		return nil, err
 	}
+	if req.granted {
+		p.rec.Grant = queueName(req.lease, req.nonce)
+		g, _ := json.Marshal(grantRecord{Seat: seat, Record: p.rec, Instance: p.inst})
+		p.ops = append(p.ops, clientv3.OpPut(s.k.grant(s.pool, p.rec.Grant), string(g), clientv3.WithLease(req.lease)))
+	}
 	val, _ := json.Marshal(p.rec)
 	p.ops = append(p.ops, clientv3.OpPut(s.k.seat(s.pool, seat), string(val), clientv3.WithLease(req.lease)))
 	if req.queueKey != "" {
@@ -96,6 +108,10 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 	}
 	if _, ok := s.queue[req.queueKey]; !ok {
 		return fmt.Errorf("%w: queue entry of lease %x is gone", ErrSessionExpired, req.lease)
+	}
+	if req.granted {
+		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev))
+		return nil
 	}
 	for _, kv := range s.queue {
 		if kv.CreateRevision < req.queueRev {

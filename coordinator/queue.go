@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -146,14 +147,16 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 	defer cancelCleanup()
 	ctx, cancel := s.bind(cctx) // a claimant never outlives its session
 	defer cancel()
-	if _, err := c.cli.Delete(ctx, req.queueKey); err != nil {
+	if err := c.dropWaiter(ctx, s, pool, req); err != nil {
 		c.log.Warn("remove queue key", "pool", pool, "key", req.queueKey, "err", err)
 		c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
 	}
 }
 
-// waitTurn waits for the waiters ahead to leave, then serves as head.
+// waitTurn waits until the head grants this waiter a seat, or the waiters
+// ahead have left and it serves as head itself.
 func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
+	gkey := c.k.grant(pool, queueName(req.lease, req.nonce))
 	for {
 		var resp *clientv3.TxnResponse
 		err := retry(ctx, s, func() (err error) {
@@ -161,18 +164,26 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 				clientv3.OpGet(req.queueKey),
 				clientv3.OpGet(c.k.queue(pool), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(req.queueRev-1),
 					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
+				clientv3.OpGet(gkey),
 			).Commit()
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
+		if g := resp.Responses[2].GetResponseRange().Kvs; len(g) > 0 {
+			return c.fromGrant(s, pool, g[0])
+		}
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
 			return nil, c.queueGone(ctx, s, pool)
 		}
 		if ahead := resp.Responses[1].GetResponseRange().Kvs; len(ahead) > 0 {
-			if err := c.waitDelete(ctx, s, string(ahead[0].Key), resp.Header.Revision); err != nil {
+			g, err := c.waitAhead(ctx, s, string(ahead[0].Key), gkey, resp.Header.Revision)
+			if err != nil {
 				return nil, err
+			}
+			if g != nil {
+				return c.fromGrant(s, pool, g)
 			}
 			continue
 		}
@@ -194,20 +205,35 @@ func (c *Coordinator) queueGone(ctx context.Context, s *Session, pool string) er
 	return fmt.Errorf("%w: queue entry of lease %x is gone", ErrSessionExpired, s.Lease())
 }
 
-// waitDelete blocks until key is deleted after rev, the watch breaks (the
-// caller re-checks), the session ends, or ctx ends.
-func (c *Coordinator) waitDelete(ctx context.Context, s *Session, key string, rev int64) error {
+// waitAhead blocks until the key of the waiter ahead is deleted after rev
+// (nil, nil: the caller re-checks), this waiter's grant key appears (it is
+// returned), a watch breaks (the caller re-checks), the session ends, or
+// ctx ends. It wakes on nothing else, so a release wakes O(1) waiters.
+func (c *Coordinator) waitAhead(ctx context.Context, s *Session, ahead, grant string, rev int64) (*mvccpb.KeyValue, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := c.cli.Watch(wctx, key, clientv3.WithRev(rev+1))
+	aheadW := c.cli.Watch(wctx, ahead, clientv3.WithRev(rev+1))
+	grantW := c.cli.Watch(wctx, grant, clientv3.WithRev(rev+1))
 	for {
-		wr, ok, err := nextWatch(ctx, s, wch)
-		if err != nil || !ok || wr.Err() != nil {
-			return err // nil for a broken watch: the caller re-checks
+		var wr clientv3.WatchResponse
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.Done():
+			return nil, s.lostErr()
+		case wr, ok = <-aheadW:
+		case wr, ok = <-grantW:
+		}
+		if !ok || wr.Err() != nil {
+			return nil, nil
 		}
 		for _, ev := range wr.Events {
-			if ev.Type == clientv3.EventTypeDelete {
-				return nil
+			switch {
+			case string(ev.Kv.Key) == grant && ev.Type == clientv3.EventTypePut:
+				return ev.Kv, nil
+			case string(ev.Kv.Key) == ahead && ev.Type == clientv3.EventTypeDelete:
+				return nil, nil
 			}
 		}
 	}
@@ -242,7 +268,10 @@ func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, re
 // returns (nil, nil) when the waiter should keep waiting.
 func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState) (*Claim, error) {
 	for {
-		p, err := st.plan(req)
+		if g, ok := st.grants[queueName(req.lease, req.nonce)]; ok {
+			return c.fromGrant(s, pool, g) // granted by a head before us
+		}
+		p, err := st.planBatch(req)
 		switch {
 		case err == nil:
 		case ownLimit(err):

@@ -33,6 +33,9 @@ func (c *Coordinator) releaseOps(pool string, seat int, token int64, lease clien
 	if rec.BindSlot >= 0 && rec.Instance != "" {
 		ops = append(ops, fenced(c.k.bind(pool, rec.Instance, rec.BindSlot)))
 	}
+	if rec.Grant != "" {
+		ops = append(ops, clientv3.OpDelete(c.k.grant(pool, rec.Grant)))
+	}
 	rel.Token = token
 	val, _ := json.Marshal(rel)
 	return append(ops, clientv3.OpPut(c.k.released(pool, seat), string(val), clientv3.WithLease(lease)))
@@ -97,7 +100,7 @@ func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, t
 	if cur.Token != token {
 		return cur, fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", ErrStaleToken, pool, seat, cur.Token, token)
 	}
-	rec := seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot}
+	rec := seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot, Grant: cur.grant}
 	ops := c.releaseOps(pool, seat, token, cur.Lease, rec, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
 	key := c.k.seat(pool, seat)
 	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).Then(ops...).Commit()

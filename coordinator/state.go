@@ -30,6 +30,7 @@ type poolState struct {
 	binds     map[string]map[int]int64 // instance -> slot -> create revision
 	tenants   map[string]map[int]int64 // tenant -> slot -> create revision
 	queue     map[string]*mvccpb.KeyValue
+	grants    map[string]*mvccpb.KeyValue // grant name -> key
 	fences    map[clientv3.LeaseID]int64 // lease -> mod revision
 	foreign   map[string]bool            // keys under the pool that etcdpool did not write
 }
@@ -47,6 +48,7 @@ func (s *poolState) reset() {
 	s.binds = map[string]map[int]int64{}
 	s.tenants = map[string]map[int]int64{}
 	s.queue = map[string]*mvccpb.KeyValue{}
+	s.grants = map[string]*mvccpb.KeyValue{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
 }
@@ -113,6 +115,8 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		setSlot(s.tenants, pk.Name, pk.Slot, kv.CreateRevision)
 	case segQueue:
 		s.queue[string(kv.Key)] = kv
+	case segGrants:
+		s.grants[pk.Name] = kv
 	case segFences:
 		s.fences[leaseOfHex(pk.Name)] = kv.ModRevision
 	}
@@ -137,6 +141,8 @@ func (s *poolState) del(key string) {
 		delSlot(s.tenants, pk.Name, pk.Slot)
 	case segQueue:
 		delete(s.queue, key)
+	case segGrants:
+		delete(s.grants, pk.Name)
 	case segFences:
 		delete(s.fences, leaseOfHex(pk.Name))
 	}

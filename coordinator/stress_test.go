@@ -28,6 +28,7 @@ type history struct {
 	kvs    map[string]*mvccpb.KeyValue
 	grants int
 	shrunk int // grants checked while an earlier shrink left holders above capacity
+	fifo   int // grants to a waiter checked for overtaking an older one
 }
 
 func (h *history) spec() coordinator.PoolSpec {
@@ -85,11 +86,19 @@ func (h *history) checkUntilNow(ctx context.Context, cli *clientv3.Client, wch c
 // above it keep their seats, and a grant to someone else is legal.
 func (h *history) revision(evs []*clientv3.Event) {
 	granted := map[string]map[string]bool{} // "seats/", "tenants/", "binds/" -> names
+	var left []*mvccpb.KeyValue               // queue keys deleted in this revision
+	seatLeases := map[int64]bool{}            // leases that got a seat in this revision
 	for _, ev := range evs {
 		k := string(ev.Kv.Key)
 		if ev.Type == clientv3.EventTypeDelete {
+			if old := h.kvs[k]; old != nil && strings.HasPrefix(k, h.prefix+"queue/") {
+				left = append(left, old)
+			}
 			delete(h.kvs, k)
 			continue
+		}
+		if strings.HasPrefix(k, h.prefix+"seats/") && ev.IsCreate() {
+			seatLeases[ev.Kv.Lease] = true
 		}
 		h.kvs[k] = ev.Kv
 		for _, sub := range []string{"seats/", "tenants/", "binds/"} {
@@ -106,6 +115,7 @@ func (h *history) revision(evs []*clientv3.Event) {
 		return
 	}
 	h.grants += len(granted["seats/"])
+	h.checkFIFO(evs[0].Kv.ModRevision, left, seatLeases)
 	rev := evs[0].Kv.ModRevision
 	spec := h.spec()
 	if held := len(h.count("seats/")); held > spec.Capacity {
@@ -125,6 +135,35 @@ func (h *history) revision(evs []*clientv3.Event) {
 			h.t.Errorf("rev %d: seat bound to instance %s that is not registered and ready", rev, id)
 		} else if binds[id] > in.Seats {
 			h.t.Errorf("rev %d: instance %s bound %d > seats %d", rev, id, binds[id], in.Seats)
+		}
+	}
+}
+
+// checkFIFO: a waiter granted a seat in this revision must not overtake an
+// older waiter that still waits and could have taken the seat. It is checked
+// where that is plain: both waiters unconstrained (no tenant, instance or
+// labels) in a pool with no instances.
+func (h *history) checkFIFO(rev int64, left []*mvccpb.KeyValue, seatLeases map[int64]bool) {
+	if len(h.count("instances/")) > 0 {
+		return
+	}
+	free := func(kv *mvccpb.KeyValue) bool {
+		var w struct {
+			Tenant, Instance string
+			Labels           map[string]string
+		}
+		return json.Unmarshal(kv.Value, &w) == nil && w.Tenant == "" && w.Instance == "" && len(w.Labels) == 0
+	}
+	for _, g := range left {
+		if !seatLeases[g.Lease] || !free(g) {
+			continue
+		}
+		h.fifo++
+		for k, kv := range h.kvs {
+			if strings.HasPrefix(k, h.prefix+"queue/") && kv.CreateRevision < g.CreateRevision && free(kv) {
+				h.t.Errorf("rev %d: waiter %s (rev %d) was granted while older waiter %s (rev %d) still waits",
+					rev, g.Key, g.CreateRevision, k, kv.CreateRevision)
+			}
 		}
 	}
 }

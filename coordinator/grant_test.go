@@ -1,0 +1,172 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestFreedSeatsAreGrantedTogether: when k seats free at once (a holder of k
+// seats dies), the first k waiters are granted together, in one claim txn
+// of the head's, in queue order, and the rest keep waiting: no seat sits
+// idle while a compatible waiter waits.
+func TestFreedSeatsAreGrantedTogether(t *testing.T) {
+	m := &countingMetrics{}
+	c, cli := newCoord(t, coordinator.WithMetrics(m))
+	ctx := ctxT(t, 60*time.Second)
+	const capacity, waiters = 6, 9
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: capacity})
+	dying := newSession(t, cli, 10*time.Second)
+	for range capacity {
+		mustClaim(t, ctx, c, dying, "p")
+	}
+	granted := make(chan int, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithWait(), coordinator.WithHolder(fmt.Sprint(i)))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			granted <- i
+		}()
+		waitQueued(t, c, "p", i+1) // arrival order is i
+	}
+	txns := m.txns.Load()
+	if _, err := cli.Revoke(ctx, dying.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]bool{}
+	for range capacity {
+		select {
+		case i := <-granted:
+			got[i] = true
+		case <-ctx.Done():
+			t.Fatalf("only %d of %d freed seats were granted", len(got), capacity)
+		}
+	}
+	for i := range capacity {
+		if !got[i] {
+			t.Fatalf("granted %v; want the first %d waiters in queue order", got, capacity)
+		}
+	}
+	if n := m.txns.Load() - txns; n > 2 {
+		t.Fatalf("%d seats freed at once took %d claim txns; want them granted together", capacity, n)
+	}
+	q, err := c.Queue(ctx, "p")
+	if err != nil || len(q) != waiters-capacity {
+		t.Fatalf("queue after the grants: %d waiters (%v), want %d", len(q), err, waiters-capacity)
+	}
+	st, err := c.PoolStatus(ctx, "p")
+	if err != nil || st.Held != capacity {
+		t.Fatalf("held %d (%v), want %d", st.Held, err, capacity)
+	}
+	// The rest are served as the granted seats are given back.
+	seats, err := c.Seats(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range seats {
+		if _, err := c.ForceRelease(ctx, "p", s.Seat, s.Token, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+// TestFIFOHistory: unconstrained claimants with their own sessions cycle
+// through a small pool while its capacity changes and sessions are revoked.
+// The history checker replays every revision: capacity is never exceeded
+// and no waiter is granted while an older one still waits.
+func TestFIFOHistory(t *testing.T) {
+	cl := etcdtest.Start(t)
+	cli := cl.Client(t)
+	c := newCoordOn(t, cli, coordinator.WithPrefix("/fifo"))
+	ctx := ctxT(t, 4*time.Minute)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	h, wch := watchHistory(wctx, t, cli, "/fifo/pools/p/")
+	target := int64(300 * trials(t, 4))
+	var grants atomic.Int64
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	sessions := make([]atomic.Pointer[coordinator.Session], 24)
+	for w := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fifoWorker(runCtx, t, c, cli, &sessions[w], &grants, target, stop)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; runCtx.Err() == nil; i++ {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := c.UpdatePool(runCtx, "p", coordinator.PoolSpec{Capacity: 2 + rand.IntN(5)}, 0); err != nil && runCtx.Err() == nil {
+				t.Errorf("update pool: %v", err)
+			}
+			if s := sessions[rand.IntN(len(sessions))].Load(); s != nil && i%2 == 0 {
+				_, _ = cli.Revoke(runCtx, s.Lease())
+			}
+		}
+	}()
+	wg.Wait()
+	h.checkUntilNow(ctx, cli, wch)
+	t.Logf("%d grants replayed; %d grants to waiters checked for FIFO", h.grants, h.fifo)
+	if h.fifo < int(target)/4 {
+		t.Fatalf("only %d grants to waiters checked; the test did not queue", h.fifo)
+	}
+}
+
+func fifoWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator, cli *clientv3.Client,
+	slot *atomic.Pointer[coordinator.Session], grants *atomic.Int64, target int64, stop func()) {
+	for ctx.Err() == nil {
+		s := slot.Load()
+		if s == nil || s.Err() != nil {
+			ns, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(5*time.Second))
+			if err != nil {
+				continue
+			}
+			defer ns.Close(context.Background())
+			slot.Store(ns)
+			s = ns
+		}
+		claim, err := c.Claim(ctx, s, "p", coordinator.WithWait())
+		switch {
+		case err == nil:
+		case errors.Is(err, coordinator.ErrSessionExpired), ctx.Err() != nil:
+			continue
+		default:
+			t.Errorf("claim: %v", err)
+			return
+		}
+		if grants.Add(1) >= target {
+			stop()
+		}
+		time.Sleep(time.Duration(rand.IntN(2)) * time.Millisecond)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := claim.Release(rctx); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
+			t.Errorf("release: %v", err)
+		}
+		cancel()
+	}
+}
