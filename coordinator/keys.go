@@ -66,8 +66,8 @@ func (k keys) queue(p string) string { return k.pool(p) + segQueue + "/" }
 func (k keys) queueKey(p string, lease clientv3.LeaseID, nonce uint64) string {
 	return k.queue(p) + queueName(lease, nonce)
 }
-func (k keys) grants(p string) string           { return k.pool(p) + segGrants + "/" }
-func (k keys) grant(p, name string) string      { return k.grants(p) + name }
+func (k keys) grants(p string) string      { return k.pool(p) + segGrants + "/" }
+func (k keys) grant(p, name string) string { return k.grants(p) + name }
 func queueName(lease clientv3.LeaseID, nonce uint64) string {
 	return fmt.Sprintf("%016x-%016x", uint64(lease), nonce)
 }

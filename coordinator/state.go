@@ -31,8 +31,8 @@ type poolState struct {
 	tenants   map[string]map[int]int64 // tenant -> slot -> create revision
 	queue     map[string]*mvccpb.KeyValue
 	grants    map[string]*mvccpb.KeyValue // grant name -> key
-	fences    map[clientv3.LeaseID]int64 // lease -> mod revision
-	foreign   map[string]bool            // keys under the pool that etcdpool did not write
+	fences    map[clientv3.LeaseID]int64  // lease -> mod revision
+	foreign   map[string]bool             // keys under the pool that etcdpool did not write
 }
 
 func newPoolState(k keys, pool string) *poolState {

@@ -86,8 +86,8 @@ func (h *history) checkUntilNow(ctx context.Context, cli *clientv3.Client, wch c
 // above it keep their seats, and a grant to someone else is legal.
 func (h *history) revision(evs []*clientv3.Event) {
 	granted := map[string]map[string]bool{} // "seats/", "tenants/", "binds/" -> names
-	var left []*mvccpb.KeyValue               // queue keys deleted in this revision
-	seatLeases := map[int64]bool{}            // leases that got a seat in this revision
+	var left []*mvccpb.KeyValue             // queue keys deleted in this revision
+	seatLeases := map[int64]bool{}          // leases that got a seat in this revision
 	for _, ev := range evs {
 		k := string(ev.Kv.Key)
 		if ev.Type == clientv3.EventTypeDelete {
