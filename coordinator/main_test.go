@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
 
 // sharedEndpoint is one embedded etcd for the examples and for tests that
@@ -22,6 +23,8 @@ import (
 var sharedEndpoint string
 
 func TestMain(m *testing.M) {
+	etcdtest.RunMemberIfChild() // the chaos test's etcd members are this binary
+	runClaimantIfChild()        // and so are its claimants
 	dir, err := os.MkdirTemp("", "coordinator-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

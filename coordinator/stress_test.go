@@ -29,6 +29,13 @@ type history struct {
 	grants int
 	shrunk int // grants checked while an earlier shrink left holders above capacity
 	fifo   int // grants to a waiter checked for overtaking an older one
+	rev    int64
+
+	// fenced, when set, is the prefix of keys written by holders in txns
+	// guarded by IsOwner, with value {"seat": n, "token": t}; each must
+	// apply while t holds seat n.
+	fenced        string
+	writes, stale int
 }
 
 func (h *history) spec() coordinator.PoolSpec {
@@ -54,15 +61,21 @@ func (h *history) count(sub string) map[string]int {
 
 // watchHistory reads prefix and watches it from the next revision.
 func watchHistory(ctx context.Context, t testing.TB, cli *clientv3.Client, prefix string) (*history, clientv3.WatchChan) {
+	return watchHistoryUnder(ctx, t, cli, prefix, prefix)
+}
+
+// watchHistoryUnder watches root, which holds the pool prefix and more.
+func watchHistoryUnder(ctx context.Context, t testing.TB, cli *clientv3.Client, root, prefix string) (*history, clientv3.WatchChan) {
 	h := &history{t: t, prefix: prefix, kvs: map[string]*mvccpb.KeyValue{}}
-	start, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	start, err := cli.Get(ctx, root, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, kv := range start.Kvs {
 		h.kvs[string(kv.Key)] = kv
 	}
-	return h, cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
+	h.rev = start.Header.Revision
+	return h, cli.Watch(ctx, root, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
 }
 
 // checkUntilNow replays and checks the history up to the current revision.
@@ -88,6 +101,8 @@ func (h *history) revision(evs []*clientv3.Event) {
 	granted := map[string]map[string]bool{} // "seats/", "tenants/", "binds/" -> names
 	var left []*mvccpb.KeyValue             // queue keys deleted in this revision
 	seatLeases := map[int64]bool{}          // leases that got a seat in this revision
+	h.rev = evs[0].Kv.ModRevision
+	defer h.checkFenced(evs)
 	for _, ev := range evs {
 		k := string(ev.Kv.Key)
 		if ev.Type == clientv3.EventTypeDelete {
@@ -135,6 +150,28 @@ func (h *history) revision(evs []*clientv3.Event) {
 			h.t.Errorf("rev %d: seat bound to instance %s that is not registered and ready", rev, id)
 		} else if binds[id] > in.Seats {
 			h.t.Errorf("rev %d: instance %s bound %d > seats %d", rev, id, binds[id], in.Seats)
+		}
+	}
+}
+
+// checkFenced checks the fenced writes of one revision, applied already.
+func (h *history) checkFenced(evs []*clientv3.Event) {
+	if h.fenced == "" {
+		return
+	}
+	for _, ev := range evs {
+		if ev.Type != clientv3.EventTypePut || !strings.HasPrefix(string(ev.Kv.Key), h.fenced) {
+			continue
+		}
+		var w struct{ Seat, Token int64 }
+		if json.Unmarshal(ev.Kv.Value, &w) != nil {
+			continue
+		}
+		h.writes++
+		seat := h.kvs[fmt.Sprintf("%sseats/%07d", h.prefix, w.Seat)]
+		if seat == nil || seat.CreateRevision != w.Token {
+			h.stale++
+			h.t.Errorf("rev %d: a write fenced by token %d applied while seat %d was not held under it", ev.Kv.ModRevision, w.Token, w.Seat)
 		}
 	}
 }

@@ -1,0 +1,162 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// The chaos test's claimants are real processes: this test binary started
+// with claimantEnv set. Each claims with wait, holds for a moment while
+// making writes fenced by its token, releases, and again. It reports on
+// stdout, as JSON lines, what the checkers need and only it can see: when
+// each successful txn was sent, each grant, and when each claim's Done was
+// observed to close, and why.
+
+const claimantEnv = "ETCDPOOL_CHAOS_CLAIMANT"
+
+type claimantConfig struct {
+	ID        string        `json:"id"`
+	Endpoints []string      `json:"endpoints"`
+	Prefix    string        `json:"prefix"`
+	Pool      string        `json:"pool"`
+	TTL       time.Duration `json:"ttl"`
+	Fenced    string        `json:"fenced"` // prefix of the fenced downstream keys
+}
+
+// claimantEvent is one line of a claimant's report.
+type claimantEvent struct {
+	Ev       string `json:"ev"` // txn, granted, done
+	Claimant string `json:"claimant,omitempty"`
+	Rev      int64  `json:"rev,omitempty"` // txn: its revision
+	Seat     int    `json:"seat,omitempty"`
+	Token    int64  `json:"token,omitempty"`
+	At       int64  `json:"at"` // unix nanos: txn sent, grant returned, Done observed
+	Err      string `json:"err,omitempty"`
+	Released bool   `json:"released,omitempty"`
+}
+
+type reporter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (r *reporter) emit(e claimantEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.enc.Encode(e)
+}
+
+func runClaimantIfChild() {
+	v := os.Getenv(claimantEnv)
+	if v == "" {
+		return
+	}
+	var cfg claimantConfig
+	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "claimant:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := runClaimant(ctx, cfg, &reporter{enc: json.NewEncoder(os.Stdout)}); err != nil {
+		fmt.Fprintln(os.Stderr, "claimant:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
+	record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		at := time.Now().UnixNano()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := reply.(*pb.TxnResponse); ok && err == nil && r.Succeeded {
+			rep.emit(claimantEvent{Ev: "txn", Rev: r.Header.Revision, At: at})
+		}
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(record)}})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	c, err := coordinator.New(cli, coordinator.WithPrefix(cfg.Prefix), coordinator.WithCleanupTimeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var s *coordinator.Session
+	for ctx.Err() == nil {
+		if s == nil || s.Err() != nil {
+			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			s, err = coordinator.NewSession(sctx, cli, coordinator.WithTTL(cfg.TTL))
+			cancel()
+			if err != nil {
+				s = nil
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		}
+		holdOnce(ctx, c, cli, s, cfg, rep)
+	}
+	if s != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = s.Close(cctx)
+	}
+	return nil
+}
+
+// holdOnce claims, holds for up to 200 ms making fenced writes every 20 ms
+// while Done is open, and releases.
+func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, cfg claimantConfig, rep *reporter) {
+	cl, err := c.Claim(ctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(cfg.ID))
+	if err != nil {
+		time.Sleep(20 * time.Millisecond)
+		return
+	}
+	rep.emit(claimantEvent{Ev: "granted", Seat: cl.Seat(), Token: cl.Token(), At: time.Now().UnixNano()})
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		<-cl.Done()
+		err := cl.Err()
+		rep.emit(claimantEvent{Ev: "done", Seat: cl.Seat(), Token: cl.Token(), At: time.Now().UnixNano(),
+			Err: err.Error(), Released: errors.Is(err, coordinator.ErrReleased)})
+	}()
+	val, _ := json.Marshal(map[string]any{"seat": cl.Seat(), "token": cl.Token()})
+	for end := time.Now().Add(time.Duration(rand.IntN(200)) * time.Millisecond); time.Now().Before(end); {
+		select {
+		case <-cl.Done():
+			<-observed
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, _ = cli.Txn(wctx).If(cl.IsOwner()).Then(clientv3.OpPut(fmt.Sprintf("%s%d", cfg.Fenced, cl.Seat()), string(val))).Commit()
+		cancel()
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = cl.Release(rctx)
+	cancel()
+	select {
+	case <-observed:
+	case <-time.After(3 * time.Second): // a cut-off holder: Done closes at its session's deadline
+		<-observed
+	}
+}
