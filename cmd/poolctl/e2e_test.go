@@ -30,6 +30,7 @@ func TestE2E(t *testing.T) {
 	e.ok("pool", "create", "e2e", "--capacity", "2")
 	t.Run("three holders on two seats", e.threeHolders)
 	t.Run("grandchild dies with the seat", e.grandchild)
+	t.Run("SIGKILL of poolctl kills the whole tree", e.sigkill)
 }
 
 // env runs the poolctl binary.
@@ -56,7 +57,14 @@ func (e *env) command(t *testing.T, dir string, args ...string) *exec.Cmd {
 // that a grandchild holding them open cannot stall the test.
 func (e *env) start(t *testing.T, dir, name string, args ...string) *proc {
 	t.Helper()
+	return e.startEnv(t, dir, name, nil, args...)
+}
+
+// startEnv is start with extra environment variables.
+func (e *env) startEnv(t *testing.T, dir, name string, extra []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: e.command(t, dir, args...), out: filepath.Join(dir, name+".out"), err: filepath.Join(dir, name+".err"), done: make(chan struct{})}
+	p.cmd.Env = append(p.cmd.Env, extra...)
 	p.cmd.Stdout, p.cmd.Stderr = create(t, p.out), create(t, p.err)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
