@@ -31,6 +31,7 @@ func TestE2E(t *testing.T) {
 	t.Run("three holders on two seats", e.threeHolders)
 	t.Run("grandchild dies with the seat", e.grandchild)
 	t.Run("SIGKILL of poolctl kills the whole tree", e.sigkill)
+	t.Run("SIGKILL churn never exceeds capacity", e.churn)
 }
 
 // env runs the poolctl binary.
