@@ -21,7 +21,13 @@ type group struct {
 	exited chan struct{} // closed once the leader has exited and been reaped
 	done   chan struct{} // closed once the guard is gone, and with it the tree
 	code   int           // the leader's exit code; set before exited closes
+	how    string        // how the guard finds the tree, for -v
 }
+
+// closeWait bounds how long close waits for the guard: a process stuck in
+// the kernel may take longer to die, and the guard goes on killing it
+// after poolctl has exited.
+const closeWait = 5 * time.Second
 
 // startGroup starts path under a guard. The guard is poolctl itself
 // (/proc/self/exe, which works even if the binary was replaced meanwhile)
@@ -74,6 +80,8 @@ func (g *group) handshake(status *bufio.Scanner) error {
 	verb, arg, _ := strings.Cut(status.Text(), " ")
 	switch verb {
 	case "pid":
+		pid, mode, _ := strings.Cut(arg, " ")
+		g.how = fmt.Sprintf("pid %s, guarded by pid %d: %s", pid, g.guard.Process.Pid, mode)
 		return nil
 	case "error":
 		n, msg, _ := strings.Cut(arg, " ")
@@ -141,8 +149,14 @@ func (g *group) gone() bool {
 // is what a dead poolctl does too.
 func (g *group) close() {
 	g.ctl.Close()
-	<-g.done
+	select {
+	case <-g.done:
+	case <-time.After(closeWait):
+	}
 }
+
+// describe says how the command runs, for -v.
+func (g *group) describe() string { return g.how }
 
 // exitCode is the leader's exit code, 128+N if signal N killed it, the
 // shell's convention. Read it after exited is closed.

@@ -31,7 +31,7 @@ import (
 // Protocol. poolctl writes lines on fd 3: "signal N" (send N to the
 // command's process group), "term" (SIGTERM to every process of the tree),
 // "kill" (SIGKILL every process of the tree until none is left). The guard
-// writes lines on fd 4: "pid N" or "error ERRNO MESSAGE" once, then
+// writes lines on fd 4: "pid N MODE" or "error ERRNO MESSAGE" once, then
 // "exit N" or "signal N" when the command's leader ends. It exits once no
 // descendant is left, which poolctl sees as end of file on fd 4.
 
@@ -88,7 +88,7 @@ func runGuard(args []string) int {
 		return ExitError
 	}
 	g.leader = pid
-	fmt.Fprintf(status, "pid %d\n", pid)
+	fmt.Fprintf(status, "pid %d %s\n", pid, g.mode())
 	return g.loop(readLines(ctl))
 }
 
@@ -103,7 +103,7 @@ func (g *guard) start(path string, argv []string) (int, error) {
 	if g.cg != nil {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, g.cg.fd
 		pid, err := syscall.ForkExec(path, argv, attr)
-		if err == nil || !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EACCES) && !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EPERM) {
+		if !cgroupRefused(err) {
 			return pid, err
 		}
 		// The cgroup refused the process; fall back to /proc.
@@ -112,6 +112,18 @@ func (g *guard) start(path string, argv []string) (int, error) {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
 	}
 	return syscall.ForkExec(path, argv, attr)
+}
+
+// cgroupRefused reports a fork error that may come from CLONE_INTO_CGROUP
+// (no clone3, a cgroup that takes no processes, no permission) rather than
+// from the command; the start is then retried without the cgroup.
+func cgroupRefused(err error) bool {
+	for _, e := range []error{syscall.EBUSY, syscall.EACCES, syscall.ENOSYS, syscall.EPERM, syscall.EOPNOTSUPP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // readLines delivers poolctl's commands; the channel closes at end of file,
@@ -191,6 +203,14 @@ func (g *guard) kill() {
 	for _, pid := range descendants(os.Getpid()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// mode says how the guard finds the tree, for poolctl -v.
+func (g *guard) mode() string {
+	if g.cg != nil {
+		return "cgroup " + g.cg.dir
+	}
+	return "subreaper, /proc walk"
 }
 
 // members lists the processes of the tree: the cgroup's, or our

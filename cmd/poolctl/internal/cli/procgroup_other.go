@@ -23,3 +23,4 @@ func (g *group) signal(os.Signal)          {}
 func (g *group) stop(time.Duration) string { return "" }
 func (g *group) exitCode() int             { return ExitError }
 func (g *group) close()                    {}
+func (g *group) describe() string          { return "" }

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -62,6 +63,11 @@ func (g *group) gone() bool {
 
 // close waits for the leader; stop has already ended the group.
 func (g *group) close() { <-g.exited }
+
+// describe says how the command runs, for -v.
+func (g *group) describe() string {
+	return fmt.Sprintf("pid %d, in its own process group (no guard on this system)", g.pgid)
+}
 
 // exitCode is the leader's exit code, 128+N if signal N killed it, the
 // shell's convention.

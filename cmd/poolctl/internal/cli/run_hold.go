@@ -29,6 +29,7 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 		return startError(o.Argv[0], err)
 	}
 	defer grp.close()
+	o.logf("started %s (%s)", o.Argv[0], grp.describe())
 	restore := o.g.sigs.take(grp.signal)
 	defer restore()
 	var early interruptError
