@@ -51,8 +51,6 @@ func (e *env) sigkill(t *testing.T) {
 		t.Skip("only Linux stops the command when poolctl is SIGKILLed")
 	}
 	trials := envInt(t, killTrialsEnv, 5)
-	// A pool of its own: the killed holders' seats outlive them by a TTL.
-	e.ok("pool", "create", "kill", "--capacity", "1000", "--ttl", "2s")
 	for _, m := range killModes {
 		t.Run(m.name, func(t *testing.T) {
 			var took []time.Duration
@@ -171,4 +169,46 @@ func envInt(t *testing.T, key string, def int) int {
 		t.Fatalf("%s=%q: want a positive number", key, v)
 	}
 	return n
+}
+
+// guardKilled SIGKILLs the guard (the leader's parent) instead of poolctl:
+// the leader dies by its parent-death signal, poolctl kills the rest of
+// the process group and, with a cgroup, the whole tree (without one the
+// setsid'd grandchild is out of reach), says what happened, releases the
+// seat and exits 1.
+func (e *env) guardKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux has a guard process")
+	}
+	for _, m := range killModes {
+		t.Run(m.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := e.startEnv(t, dir, "g", m.env, "run", "kill", "--holder", "guard-killed", "--", "sh", "-c", treeScript)
+			pids := map[string]int{}
+			for _, name := range []string{"leader", "child", "grandchild", "setsid"} {
+				pids[name] = readPid(t, filepath.Join(dir, name+".pid"))
+			}
+			t.Cleanup(func() { _ = syscall.Kill(pids["setsid"], syscall.SIGKILL) })
+			inCgroup := strings.Contains(readString(t, pids["setsid"], "cgroup"), "poolctl-run-")
+			guard := parentOf(pids["leader"])
+			if guard <= 1 || !strings.Contains(readString(t, guard, "cmdline"), "__guard") {
+				t.Fatalf("the leader's parent %d is not the guard: %q", guard, readString(t, guard, "cmdline"))
+			}
+			if err := syscall.Kill(guard, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.exit(t); code != 1 || !strings.Contains(p.stderr(), "guard process died") {
+				t.Fatalf("poolctl exited %d (want 1): %s", code, p.stderr())
+			}
+			for name, pid := range pids {
+				if name == "setsid" && !inCgroup {
+					continue
+				}
+				agenttest.Eventually(t, killBound, name+" to die with the guard", func() bool { return agenttest.PidGone(pid) })
+			}
+			if strings.Contains(e.ok("seats", "kill"), "guard-killed") {
+				t.Error("the seat is still held after poolctl exited")
+			}
+		})
+	}
 }

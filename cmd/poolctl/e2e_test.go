@@ -28,9 +28,12 @@ func TestE2E(t *testing.T) {
 	t.Run("links no etcd server", func(t *testing.T) { checkBuildInfo(t, bin) })
 	e := &env{t: t, bin: bin, eps: strings.Join(etcdtest.Start(t).Endpoints(), ",")}
 	e.ok("pool", "create", "e2e", "--capacity", "2")
+	// For the SIGKILL tests: killed holders' seats outlive them by a TTL.
+	e.ok("pool", "create", "kill", "--capacity", "1000", "--ttl", "2s")
 	t.Run("three holders on two seats", e.threeHolders)
 	t.Run("grandchild dies with the seat", e.grandchild)
 	t.Run("SIGKILL of poolctl kills the whole tree", e.sigkill)
+	t.Run("SIGKILL of the guard kills the command", e.guardKilled)
 	t.Run("SIGKILL churn never exceeds capacity", e.churn)
 }
 

@@ -22,6 +22,8 @@ type group struct {
 	done   chan struct{} // closed once the guard is gone, and with it the tree
 	code   int           // the leader's exit code; set before exited closes
 	how    string        // how the guard finds the tree, for -v
+	pid    int           // the command's pid and process group
+	cgDir  string        // the command's cgroup; "" for none
 }
 
 // closeWait bounds how long close waits for the guard: a process stuck in
@@ -81,6 +83,11 @@ func (g *group) handshake(status *bufio.Scanner) error {
 	switch verb {
 	case "pid":
 		pid, mode, _ := strings.Cut(arg, " ")
+		g.pid, _ = strconv.Atoi(pid)
+		g.cgDir, _ = strings.CutPrefix(mode, "cgroup ")
+		if g.cgDir == mode {
+			g.cgDir = ""
+		}
 		g.how = fmt.Sprintf("pid %s, guarded by pid %d: %s", pid, g.guard.Process.Pid, mode)
 		return nil
 	case "error":
@@ -115,8 +122,31 @@ func (g *group) follow(status *bufio.Scanner, stR *os.File) {
 	}
 	_ = g.guard.Wait()
 	if !reported {
-		close(g.exited) // the guard died: so did the command (pdeathsig)
+		g.salvage()
+		g.code = guardDied // and so did the command (pdeathsig)
+		close(g.exited)
 	}
+}
+
+// salvage kills what poolctl can still find of the tree after its guard
+// died: the command's process group, and the whole cgroup if there is one,
+// which it then removes. Without a cgroup, a descendant that left the
+// process group is out of reach.
+func (g *group) salvage() {
+	if g.pid > 0 {
+		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+	}
+	if g.cgDir == "" {
+		return
+	}
+	cg := &cgroup{dir: g.cgDir, fd: -1}
+	_ = cg.kill()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(pollInterval) {
+		if pids, err := cg.procs(); err != nil || len(pids) == 0 {
+			break
+		}
+	}
+	cg.remove()
 }
 
 // tell sends one line to the guard; a guard already gone needs nothing.
@@ -159,5 +189,5 @@ func (g *group) close() {
 func (g *group) describe() string { return g.how }
 
 // exitCode is the leader's exit code, 128+N if signal N killed it, the
-// shell's convention. Read it after exited is closed.
+// shell's convention, or guardDied. Read it after exited is closed.
 func (g *group) exitCode() int { return g.code }

@@ -10,6 +10,10 @@ import (
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
+// guardDied is the exit code of a command whose guard process died before
+// reporting it: the command was killed with it.
+const guardDied = -1
+
 // hold runs the command while the claim holds its seat. It returns the
 // command's exit status, or errSeatLost after stopping the command when the
 // seat went first. ctx does not bound the command: a signal that cancelled
@@ -44,6 +48,9 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 			return o.lost(cl, lost, "the command exited meanwhile")
 		}
 		o.release(cl)
+		if grp.exitCode() == guardDied {
+			return errors.New("the command's guard process died, and the command with it")
+		}
 		if code := grp.exitCode(); code != 0 {
 			return exitStatus{code: code}
 		}
