@@ -90,14 +90,17 @@ When the seat's instance starts draining, $ETCDPOOL_DRAIN_FILE is created
 (and removed if it is undrained) and --drain-signal, if given, is sent to
 the command's process group; the command keeps its seat either way.
 
-CMD and everything it starts die with poolctl, however poolctl dies (even
-SIGKILL): on Linux a guard process, in a cgroup of its own where cgroup v2
-is writable, kills the whole tree when poolctl is gone.
+On Linux, CMD and everything it starts die with poolctl, however poolctl
+dies (even SIGKILL): a guard process, using a cgroup of its own where
+cgroup v2 is writable, kills the whole tree when poolctl is gone.
 
 If the seat is lost while CMD runs (force-released, session lease lost,
-instance gone, pool deleted), poolctl sends SIGTERM to the whole process
-group, SIGKILL after --kill-grace, and exits 7. The session lease is revoked
-at the end in every case.`
+instance gone, pool deleted), poolctl sends SIGTERM to everything CMD
+started, SIGKILL after --kill-grace, and exits 7. The session lease is
+revoked at the end in every case.
+
+A command that is not found exits 127, one that cannot be executed 126, as
+in a shell, before any seat is claimed.`
 
 // Complete implements command.
 func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
