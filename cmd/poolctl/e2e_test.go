@@ -28,8 +28,13 @@ func TestE2E(t *testing.T) {
 	t.Run("links no etcd server", func(t *testing.T) { checkBuildInfo(t, bin) })
 	e := &env{t: t, bin: bin, eps: strings.Join(etcdtest.Start(t).Endpoints(), ",")}
 	e.ok("pool", "create", "e2e", "--capacity", "2")
+	// For the SIGKILL tests: killed holders' seats outlive them by a TTL.
+	e.ok("pool", "create", "kill", "--capacity", "1000", "--ttl", "2s")
 	t.Run("three holders on two seats", e.threeHolders)
 	t.Run("grandchild dies with the seat", e.grandchild)
+	t.Run("SIGKILL of poolctl kills the whole tree", e.sigkill)
+	t.Run("SIGKILL of the guard kills the command", e.guardKilled)
+	t.Run("SIGKILL churn never exceeds capacity", e.churn)
 }
 
 // env runs the poolctl binary.
@@ -56,7 +61,14 @@ func (e *env) command(t *testing.T, dir string, args ...string) *exec.Cmd {
 // that a grandchild holding them open cannot stall the test.
 func (e *env) start(t *testing.T, dir, name string, args ...string) *proc {
 	t.Helper()
+	return e.startEnv(t, dir, name, nil, args...)
+}
+
+// startEnv is start with extra environment variables.
+func (e *env) startEnv(t *testing.T, dir, name string, extra []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: e.command(t, dir, args...), out: filepath.Join(dir, name+".out"), err: filepath.Join(dir, name+".err"), done: make(chan struct{})}
+	p.cmd.Env = append(p.cmd.Env, extra...)
 	p.cmd.Stdout, p.cmd.Stderr = create(t, p.out), create(t, p.err)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

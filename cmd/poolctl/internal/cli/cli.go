@@ -69,6 +69,9 @@ func readTerminalPassword(prompt string) (string, error) {
 // exit code. It never calls os.Exit. On failure it prints exactly one line,
 // "poolctl: <message>", on env.ErrOut.
 func Main(args []string, env *Env) int {
+	if len(args) > 0 && args[0] == guardArg {
+		return runGuard(args[1:]) // run's guard process (guard_linux.go)
+	}
 	sigs := newSignalRouter(env)
 	defer sigs.stop()
 	root := newRootCommand(env, sigs)

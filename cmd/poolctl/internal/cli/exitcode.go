@@ -32,6 +32,11 @@ const (
 	ExitTimeout = 6
 	// ExitSeatLost is run losing its seat while the command ran.
 	ExitSeatLost = 7
+	// ExitCannotExec is run's command found but not executable (the
+	// shell's 126).
+	ExitCannotExec = 126
+	// ExitCommandNotFound is run's command not found (the shell's 127).
+	ExitCommandNotFound = 127
 	// ExitInterrupted is a signal before run started its command.
 	ExitInterrupted = 130
 )
@@ -47,8 +52,10 @@ var exitCodes = []struct {
 	{ExitConflict, "conflict: stale token, pool already exists, pool in use, concurrent modification"},
 	{ExitUnreachable, "etcd unreachable: no connection within --dial-timeout, or no answer within --command-timeout"},
 	{ExitNotFound, "not found: pool, seat or instance"},
-	{ExitTimeout, "timed out waiting: run found no seat within --wait (or at once with --no-wait)"},
+	{ExitTimeout, "timed out waiting: run found no seat within --wait (or at once with --no-wait); drain --wait: seats still held after --timeout"},
 	{ExitSeatLost, "run: the seat was lost while the command ran (force-release, lease loss, instance gone, pool deleted); the command was stopped"},
+	{ExitCannotExec, "run: the command was found but cannot be executed (not executable, a directory, bad format)"},
+	{ExitCommandNotFound, "run: the command was not found (not in PATH, or no such file)"},
 	{ExitInterrupted, "interrupted by SIGINT, SIGTERM or SIGHUP before run started its command"},
 }
 
@@ -61,6 +68,10 @@ var (
 	errUnreachable = errors.New("etcd unreachable")
 	// errWaitTimedOut is the cause of a claim whose --wait ran out.
 	errWaitTimedOut = errors.New("no seat within --wait")
+	// errCannotExec marks a command of run that cannot be executed.
+	errCannotExec = errors.New("cannot execute")
+	// errCommandNotFound marks a command of run that does not exist.
+	errCommandNotFound = errors.New("command not found")
 	// errSeatLost marks a run whose seat was lost while its command ran.
 	errSeatLost = errors.New("seat lost")
 	// errRan marks an error returned by a command's RunE rather than by
@@ -103,6 +114,10 @@ func ExitCode(err error) int {
 		return st.code
 	case errors.Is(err, errSeatLost):
 		return ExitSeatLost
+	case errors.Is(err, errCommandNotFound):
+		return ExitCommandNotFound
+	case errors.Is(err, errCannotExec):
+		return ExitCannotExec
 	case errors.Is(err, errWaitTimedOut), errors.Is(err, coordinator.ErrNoSeat):
 		return ExitTimeout
 	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):

@@ -27,6 +27,10 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == guardArg {
+		// run re-executes this binary (/proc/self/exe) as its guard.
+		os.Exit(runGuard(os.Args[2:]))
+	}
 	code := m.Run()
 	if code == 0 {
 		// Stopped members of a 3-member embedded cluster (TestNoQuorum)

@@ -22,3 +22,5 @@ func startGroup(string, []string, []string, io.Reader, io.Writer, io.Writer) (*g
 func (g *group) signal(os.Signal)          {}
 func (g *group) stop(time.Duration) string { return "" }
 func (g *group) exitCode() int             { return ExitError }
+func (g *group) close()                    {}
+func (g *group) describe() string          { return "" }

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !linux
 
 package cli
 
@@ -11,20 +11,15 @@ import (
 	"time"
 )
 
-// termSignals are the signals Main turns into cancellation and run
-// forwards to its command.
-var termSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
-
 // group is run's command, started as the leader of its own process group so
-// that signals reach everything it forks.
+// that signals reach everything it forks. Without Linux's subreapers and
+// cgroups nothing stops it if poolctl is killed with SIGKILL, and a
+// descendant that leaves the process group escapes stop.
 type group struct {
 	cmd    *exec.Cmd
 	pgid   int
 	exited chan struct{} // closed once the leader has exited and been reaped
 }
-
-// pollInterval is how often stop checks whether the group is gone.
-const pollInterval = 10 * time.Millisecond
 
 // startGroup starts path in a new process group.
 func startGroup(path string, argv, env []string, in io.Reader, out, errOut io.Writer) (*group, error) {
@@ -53,20 +48,8 @@ func (g *group) signal(sig os.Signal) {
 	}
 }
 
-// stop ends the whole group: SIGTERM, then SIGKILL if anything is still
-// running after grace. It returns what it did, for the user.
-func (g *group) stop(grace time.Duration) string {
-	if g.gone() {
-		return "nothing was left running"
-	}
-	g.signal(syscall.SIGTERM)
-	if g.waitGone(grace) {
-		return "sent SIGTERM to the command's process group"
-	}
-	g.signal(syscall.SIGKILL)
-	g.waitGone(grace)
-	return fmt.Sprintf("the command's process group survived SIGTERM for %v and was sent SIGKILL", grace)
-}
+func (g *group) terminate() { g.signal(syscall.SIGTERM) }
+func (g *group) kill()      { g.signal(syscall.SIGKILL) }
 
 // gone reports whether the leader has exited and no other member runs.
 func (g *group) gone() bool {
@@ -78,16 +61,12 @@ func (g *group) gone() bool {
 	}
 }
 
-// waitGone polls gone for up to d.
-func (g *group) waitGone(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for !g.gone() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(pollInterval)
-	}
-	return true
+// close waits for the leader; stop has already ended the group.
+func (g *group) close() { <-g.exited }
+
+// describe says how the command runs, for -v.
+func (g *group) describe() string {
+	return fmt.Sprintf("pid %d, in its own process group (no guard on this system)", g.pgid)
 }
 
 // exitCode is the leader's exit code, 128+N if signal N killed it, the

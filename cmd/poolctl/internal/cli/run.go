@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os/exec"
+	"os"
 	"strings"
 	"time"
 
@@ -27,11 +27,15 @@ type runOptions struct {
 	NoWait    bool
 	TTL       time.Duration // 0: the pool spec's seat TTL
 	KillGrace time.Duration
-	Verbose   bool
-	Argv      []string
+	// DrainSignal is sent to the command when its seat's instance starts
+	// draining; "" sends none.
+	DrainSignal string
+	Verbose     bool
+	Argv        []string
 
-	labels map[string]string
-	path   string // Argv[0] resolved in PATH
+	labels   map[string]string
+	path     string    // Argv[0] resolved in PATH
+	drainSig os.Signal // DrainSignal parsed; nil for none
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -56,6 +60,7 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	f.BoolVar(&o.NoWait, "no-wait", false, "give up at once (exit 6) if no seat is free now")
 	f.DurationVar(&o.TTL, "ttl", 0, "session lease TTL, whole seconds (default: the pool's seat TTL)")
 	f.DurationVar(&o.KillGrace, "kill-grace", defaultKillGrace, "after SIGTERM, wait this long before SIGKILL")
+	f.StringVar(&o.DrainSignal, "drain-signal", "", "send this signal (e.g. USR1, TERM) to the command when its instance starts draining; default none")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "report waiting, the seat taken and its release on stderr")
 	return cmd
 }
@@ -71,19 +76,31 @@ these variables added to its environment:
   ETCDPOOL_TOKEN          the fencing token; pass it to services that must reject stale holders
   ETCDPOOL_INSTANCE       the instance the seat is bound to, or empty
   ETCDPOOL_INSTANCE_ADDR  that instance's address, or empty
+  ETCDPOOL_DRAIN_FILE     a path that exists while that instance is draining, or empty
 
 ETCDPOOL_PASSWORD is removed from the command's environment. SIGINT, SIGTERM
 and SIGHUP are forwarded to the command's whole process group. The command
 runs in its own process group, so it cannot read from the terminal.
 
-When CMD exits, any process it left in its group is stopped (SIGTERM, then
+When CMD exits, any process it left behind is stopped (SIGTERM, then
 SIGKILL after --kill-grace), the seat is released and poolctl exits with
 CMD's exit code (128+N if a signal N killed it).
 
+When the seat's instance starts draining, $ETCDPOOL_DRAIN_FILE is created
+(and removed if it is undrained) and --drain-signal, if given, is sent to
+the command's process group; the command keeps its seat either way.
+
+On Linux, CMD and everything it starts die with poolctl, however poolctl
+dies (even SIGKILL): a guard process, using a cgroup of its own where
+cgroup v2 is writable, kills the whole tree when poolctl is gone.
+
 If the seat is lost while CMD runs (force-released, session lease lost,
-instance gone, pool deleted), poolctl sends SIGTERM to the whole process
-group, SIGKILL after --kill-grace, and exits 7. The session lease is revoked
-at the end in every case.`
+instance gone, pool deleted), poolctl sends SIGTERM to everything CMD
+started, SIGKILL after --kill-grace, and exits 7. The session lease is
+revoked at the end in every case.
+
+A command that is not found exits 127, one that cannot be executed 126, as
+in a shell, before any seat is claimed.`
 
 // Complete implements command.
 func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
@@ -103,9 +120,12 @@ func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
 		}
 		o.labels[k] = v
 	}
-	path, err := exec.LookPath(o.Argv[0])
+	if err := o.completeDrainSignal(); err != nil {
+		return err
+	}
+	path, err := lookCommand(o.Argv[0])
 	if err != nil {
-		return usageError("command %q: %w", o.Argv[0], err)
+		return err
 	}
 	o.path = path
 	return nil
@@ -155,7 +175,7 @@ func (o *runOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.hold(ctx, cl, o.instanceOf(ctx, c, cl))
+	return o.hold(ctx, c, cl, o.instanceOf(ctx, c, cl))
 }
 
 // instanceOf returns the instance the seat is bound to. A claim adopted

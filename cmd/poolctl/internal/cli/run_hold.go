@@ -10,31 +10,47 @@ import (
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
+// guardDied is the exit code of a command whose guard process died before
+// reporting it: the command was killed with it.
+const guardDied = -1
+
 // hold runs the command while the claim holds its seat. It returns the
 // command's exit status, or errSeatLost after stopping the command when the
 // seat went first. ctx does not bound the command: a signal that cancelled
 // it between the grant and the handover to the command is forwarded like
 // any later one.
-func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, in coordinator.Instance) error {
+func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *coordinator.Claim, in coordinator.Instance) error {
 	env := o.g.env
-	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in), env.In, env.Out, env.ErrOut)
+	drain, err := o.newDrainNotice(in)
 	if err != nil {
 		o.release(cl)
-		return fmt.Errorf("start %s: %w", o.Argv[0], err)
+		return fmt.Errorf("drain file: %w", err)
 	}
+	defer drain.stop()
+	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in, drain.file), env.In, env.Out, env.ErrOut)
+	if err != nil {
+		o.release(cl)
+		return startError(o.Argv[0], err)
+	}
+	defer grp.close()
+	o.logf("started %s (%s)", o.Argv[0], grp.describe())
 	restore := o.g.sigs.take(grp.signal)
 	defer restore()
 	var early interruptError
 	if errors.As(context.Cause(ctx), &early) {
 		grp.signal(early.sig)
 	}
+	drain.start(c, cl.Pool(), grp)
 	select {
 	case <-grp.exited:
-		grp.stop(o.KillGrace) // whatever the command left running in its group
+		grp.stop(o.KillGrace) // whatever the command left running
 		if lost := cl.Err(); lost != nil {
 			return o.lost(cl, lost, "the command exited meanwhile")
 		}
 		o.release(cl)
+		if grp.exitCode() == guardDied {
+			return errors.New("the command's guard process died, and the command with it")
+		}
 		if code := grp.exitCode(); code != 0 {
 			return exitStatus{code: code}
 		}
@@ -56,13 +72,14 @@ func (o *runOptions) lost(cl *coordinator.Claim, why error, how string) error {
 
 // childEnv is the command's environment: ours without ETCDPOOL_PASSWORD
 // and stale ETCDPOOL_ seat variables, plus the seat's.
-func (o *runOptions) childEnv(cl *coordinator.Claim, in coordinator.Instance) []string {
+func (o *runOptions) childEnv(cl *coordinator.Claim, in coordinator.Instance, drainFile string) []string {
 	seatVars := []string{
 		"ETCDPOOL_POOL=" + cl.Pool(),
 		"ETCDPOOL_SEAT=" + strconv.Itoa(cl.Seat()),
 		"ETCDPOOL_TOKEN=" + strconv.FormatInt(cl.Token(), 10),
 		"ETCDPOOL_INSTANCE=" + in.ID,
 		"ETCDPOOL_INSTANCE_ADDR=" + in.Addr,
+		drainEnv + "=" + drainFile,
 	}
 	drop := map[string]bool{"ETCDPOOL_PASSWORD": true}
 	for _, kv := range seatVars {

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,17 @@ func TestRunStopsGrandchildren(t *testing.T) {
 		h.run("release", "p", itoa(h.heldBy(t, "p", "forker").Seat), "--force").want(t, ExitOK)
 		wait().want(t, ExitSeatLost)
 		agenttest.Eventually(t, 5*time.Second, "grandchild to go", func() bool { return agenttest.PidGone(pid) })
+	})
+	t.Run("command exited leaving a setsid'd child", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("only Linux's guard finds processes that left the process group")
+		}
+		dir, inv := t.TempDir(), newInvocation()
+		r := h.runChild(t, inv, dir, []string{"p"}, `setsid sh -c 'echo $$ > "$D/pid"; exec sleep 300' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 0`)()
+		r.want(t, ExitOK)
+		if pid := readPid(t, filepath.Join(dir, "pid")); !agenttest.PidGone(pid) {
+			t.Errorf("the command's setsid'd child %d still runs after run returned", pid)
+		}
 	})
 	t.Run("command exited", func(t *testing.T) {
 		dir, inv := t.TempDir(), newInvocation()

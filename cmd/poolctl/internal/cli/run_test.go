@@ -127,6 +127,9 @@ func TestRunEnvAndExitCode(t *testing.T) {
 				envValue(t, env, "ETCDPOOL_INSTANCE") != tt.inst || envValue(t, env, "ETCDPOOL_INSTANCE_ADDR") != tt.addr {
 				t.Errorf("child env: %q", env)
 			}
+			if drain := envValue(t, env, "ETCDPOOL_DRAIN_FILE"); (drain != "") != (tt.inst != "") {
+				t.Errorf("ETCDPOOL_DRAIN_FILE=%q for instance %q: want a path exactly when bound to an instance", drain, tt.inst)
+			}
 			for _, kv := range env {
 				if strings.HasPrefix(kv, "ETCDPOOL_PASSWORD=") {
 					t.Error("ETCDPOOL_PASSWORD reached the command")

@@ -77,7 +77,7 @@ func TestRunUsage(t *testing.T) {
 		{"no command", []string{"p", "--"}, ExitUsage},
 		{"no pool", []string{"--", "true"}, ExitUsage},
 		{"two pools", []string{"p", "q", "--", "true"}, ExitUsage},
-		{"command not found", []string{"p", "--", "no-such-command-xyz"}, ExitUsage},
+		{"bad drain signal", []string{"p", "--drain-signal", "BOGUS", "--", "true"}, ExitUsage},
 		{"bad label", []string{"p", "--label", "zone", "--", "true"}, ExitUsage},
 		{"ttl below minimum", []string{"p", "--ttl", "1s", "--", "true"}, ExitUsage},
 		{"negative wait", []string{"p", "--wait=-1s", "--", "true"}, ExitUsage},

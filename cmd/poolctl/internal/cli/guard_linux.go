@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The guard is poolctl re-executed as `poolctl __guard PATH ARGV...` by run,
+// between poolctl and the command. It exists so that the command and every
+// process it starts die with poolctl, however poolctl dies:
+//
+//   - it is a child subreaper (PR_SET_CHILD_SUBREAPER), so every orphaned
+//     descendant, setsid'd or not, is reparented to it and stays findable;
+//   - it starts the command in a cgroup of its own when cgroup v2 is
+//     writable (cgroup.kill then stops the whole tree atomically), and walks
+//     /proc for its descendants otherwise;
+//   - it reads a pipe only poolctl writes to: end of file means poolctl is
+//     gone, and the guard kills the whole tree at once;
+//   - the command itself gets PR_SET_PDEATHSIG=SIGKILL, in case the guard
+//     is killed too.
+//
+// Protocol. poolctl writes lines on fd 3: "signal N" (send N to the
+// command's process group), "term" (SIGTERM to every process of the tree),
+// "kill" (SIGKILL every process of the tree until none is left). The guard
+// writes lines on fd 4: "pid N MODE" or "error ERRNO MESSAGE" once, then
+// "exit N" or "signal N" when the command's leader ends. It exits once no
+// descendant is left, which poolctl sees as end of file on fd 4.
+
+// guardArg is the hidden first argument that makes poolctl a guard.
+const guardArg = "__guard"
+
+// noCgroupEnv, when set to anything non-empty in run's environment, makes
+// the guard use its /proc fallback even where cgroup v2 is writable.
+const noCgroupEnv = "ETCDPOOL_RUN_NO_CGROUP"
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from linux/prctl.h.
+const prSetChildSubreaper = 36
+
+// rekillInterval is how often a killing guard looks for survivors.
+const rekillInterval = 10 * time.Millisecond
+
+// guard is the state of the guard process.
+type guard struct {
+	leader  int     // the command's pid and process group
+	cg      *cgroup // nil: the /proc fallback
+	status  io.Writer
+	killing bool // SIGKILL everything until nothing is left
+}
+
+// runGuard is the guard process's main. It returns its exit code.
+func runGuard(args []string) int {
+	// PR_SET_PDEATHSIG fires when the thread that forked exits: fork from
+	// the main thread, locked for the life of the process.
+	runtime.LockOSThread()
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "poolctl: internal guard mode: want PATH ARGV...")
+		return ExitUsage
+	}
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
+	ctl, status := os.NewFile(3, "ctl"), os.NewFile(4, "status")
+	// Survive the signals a terminal or a job kill would send us: poolctl
+	// forwards what the command must get.
+	signal.Notify(make(chan os.Signal, 1), termSignals...)
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		fmt.Fprintf(status, "error %d PR_SET_CHILD_SUBREAPER: %v\n", e, e)
+		return ExitError
+	}
+	g := &guard{status: status}
+	if os.Getenv(noCgroupEnv) == "" {
+		g.cg = newCgroup() // nil where cgroup v2 is not writable
+	}
+	pid, err := g.start(args[0], args[1:])
+	if err != nil {
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		fmt.Fprintf(status, "error %d %v\n", int(errno), err)
+		g.cg.remove()
+		return ExitError
+	}
+	g.leader = pid
+	fmt.Fprintf(status, "pid %d %s\n", pid, g.mode())
+	return g.loop(readLines(ctl))
+}
+
+// start forks the command in its own process group (and cgroup, when there
+// is one), with SIGKILL as its parent-death signal.
+func (g *guard) start(path string, argv []string) (int, error) {
+	attr := &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	if g.cg != nil {
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, g.cg.fd
+		pid, err := syscall.ForkExec(path, argv, attr)
+		if !cgroupRefused(err) {
+			return pid, err
+		}
+		// The cgroup refused the process; fall back to /proc.
+		g.cg.remove()
+		g.cg = nil
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+	}
+	return syscall.ForkExec(path, argv, attr)
+}
+
+// cgroupRefused reports a fork error that may come from CLONE_INTO_CGROUP
+// (no clone3, a cgroup that takes no processes, no permission) rather than
+// from the command; the start is then retried without the cgroup.
+func cgroupRefused(err error) bool {
+	for _, e := range []error{syscall.EBUSY, syscall.EACCES, syscall.ENOSYS, syscall.EPERM, syscall.EOPNOTSUPP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// readLines delivers poolctl's commands; the channel closes at end of file,
+// that is when poolctl has exited or died. Its goroutine ends with the
+// guard process.
+func readLines(r io.Reader) <-chan string {
+	ch := make(chan string)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
+}
+
+// loop serves poolctl until no descendant is left.
+func (g *guard) loop(ctl <-chan string) int {
+	leader, empty := g.reap()
+	tick := time.NewTicker(rekillInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case line, ok := <-ctl:
+			if !ok {
+				ctl = nil // poolctl is gone: nothing may outlive it
+				g.kill()
+				continue
+			}
+			g.command(line)
+		case ws := <-leader:
+			fmt.Fprintln(g.status, waitLine(ws))
+		case <-tick.C:
+			if g.killing {
+				g.kill()
+			}
+		case <-empty:
+			select {
+			case ws := <-leader: // reaped just before the last one
+				fmt.Fprintln(g.status, waitLine(ws))
+			default:
+			}
+			g.cg.remove()
+			return ExitOK
+		}
+	}
+}
+
+// command runs one line from poolctl.
+func (g *guard) command(line string) {
+	verb, arg, _ := strings.Cut(line, " ")
+	switch verb {
+	case "signal":
+		if n, err := strconv.Atoi(arg); err == nil {
+			_ = syscall.Kill(-g.leader, syscall.Signal(n))
+		}
+	case "term":
+		_ = syscall.Kill(-g.leader, syscall.SIGTERM)
+		for _, pid := range g.members() {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+	case "kill":
+		g.kill()
+	}
+}
+
+// kill sends SIGKILL to the whole tree now, and again every rekillInterval
+// until nothing is left (a process forked between a listing and the kill
+// is reparented to us and found the next time).
+func (g *guard) kill() {
+	g.killing = true
+	_ = syscall.Kill(-g.leader, syscall.SIGKILL)
+	if g.cg != nil && g.cg.kill() == nil {
+		return
+	}
+	for _, pid := range descendants(os.Getpid()) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// mode says how the guard finds the tree, for poolctl -v.
+func (g *guard) mode() string {
+	if g.cg != nil {
+		return "cgroup " + g.cg.dir
+	}
+	return "subreaper, /proc walk"
+}
+
+// members lists the processes of the tree: the cgroup's, or our
+// descendants.
+func (g *guard) members() []int {
+	if g.cg != nil {
+		if pids, err := g.cg.procs(); err == nil {
+			return pids
+		}
+	}
+	return descendants(os.Getpid())
+}
+
+// reap waits for every child, ours or reparented to us. It reports the
+// leader's wait status, and closes empty when no child is left: as a
+// subreaper, that means no descendant is left. Its goroutine ends then.
+func (g *guard) reap() (leader <-chan syscall.WaitStatus, empty <-chan struct{}) {
+	lc, ec := make(chan syscall.WaitStatus, 1), make(chan struct{})
+	go func() {
+		defer close(ec)
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			switch {
+			case errors.Is(err, syscall.EINTR):
+			case err != nil:
+				return // ECHILD: nothing left
+			case pid == g.leader:
+				lc <- ws
+			}
+		}
+	}()
+	return lc, ec
+}
+
+// waitLine renders the leader's end for poolctl.
+func waitLine(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return fmt.Sprintf("signal %d", int(ws.Signal()))
+	}
+	return fmt.Sprintf("exit %d", ws.ExitStatus())
+}
