@@ -75,7 +75,8 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 }
 
 // Handler serves the agent's /healthz (etcd reachable and lease alive),
-// /readyz (every instance registered, not draining) and, when metrics is
+// /readyz (every instance registered under the agent's lease, none held
+// by another agent, not draining) and, when metrics is
 // not nil, /metrics.
 func (a *Agent) Handler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
@@ -105,6 +106,8 @@ func (a *Agent) checkRegistered(context.Context) error {
 	switch {
 	case st.Draining:
 		return errors.New("draining")
+	case len(st.Foreign) > 0:
+		return fmt.Errorf("not the owner of %s", strings.Join(st.Foreign, "; "))
 	case !st.Registered:
 		return errors.New("instances not registered")
 	}
