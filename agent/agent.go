@@ -74,8 +74,8 @@ func (a *Agent) Status() Status {
 // registers again, with backoff, and an instance deleted by someone else
 // while the lease lives is registered again (see hold). It never writes an
 // instance key another agent's lease holds, except to take it over as
-// owner.go describes. When ctx ends it drains (see drain) and returns nil. It returns an error only for a
-// configuration etcd refuses.
+// owner.go describes. When ctx ends it drains (see drain) and returns nil.
+// It returns an error only for a configuration etcd refuses.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.createPools(ctx); err != nil {
 		return err

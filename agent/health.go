@@ -76,8 +76,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 
 // Handler serves the agent's /healthz (etcd reachable and lease alive),
 // /readyz (every instance registered under the agent's lease, none held
-// by another agent, not draining) and, when metrics is
-// not nil, /metrics.
+// by another agent, not draining) and, when metrics is not nil, /metrics.
 func (a *Agent) Handler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(HealthzPath, Probe(a.o.requestTimeout, Check{"etcd", a.checkEtcd}, Check{"lease", a.checkLease}))

@@ -74,7 +74,11 @@ func WithTakeover(on bool) Option { return func(o *options) { o.takeover = on } 
 // WithOwnerCheckInterval sets how often the agent reads its instances to
 // find those another agent took over (its /readyz then fails) and those
 // that another agent left. Deletions are seen at once through a watch.
-// Default 5s.
+// Default 5s; a d <= 0 keeps the default.
 func WithOwnerCheckInterval(d time.Duration) Option {
-	return func(o *options) { o.ownerInterval = d }
+	return func(o *options) {
+		if d > 0 {
+			o.ownerInterval = d
+		}
+	}
 }
