@@ -22,6 +22,7 @@ type InstanceOwnedError struct {
 	Agent string
 }
 
+// Error implements error.
 func (e *InstanceOwnedError) Error() string {
 	return fmt.Sprintf("%v: instance %q of pool %q is registered by agent %q under lease %x",
 		ErrConflict, e.ID, e.Pool, e.Agent, int64(e.Owner))
