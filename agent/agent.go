@@ -26,6 +26,7 @@ type Agent struct {
 	sess       *coordinator.Session // nil between sessions
 	registered bool                 // every instance registered in sess
 	draining   bool
+	own        ownership
 }
 
 // Status is the agent's state as its health endpoints report it.
@@ -34,8 +35,13 @@ type Status struct {
 	Lease clientv3.LeaseID `json:"lease"`
 	// LeaseAlive is true while the session's lease is kept alive.
 	LeaseAlive bool `json:"leaseAlive"`
-	// Registered is true once every instance is registered in the session.
+	// Registered is true while every instance is registered in the
+	// session: none is missing, none is held by another agent.
 	Registered bool `json:"registered"`
+	// Foreign describes the instances another agent's lease holds (taken
+	// over, or registered before this agent started); the agent leaves
+	// them alone until their keys are gone.
+	Foreign []string `json:"foreign,omitempty"`
 	// Draining is true from the start of the drain.
 	Draining bool `json:"draining"`
 }
@@ -47,14 +53,15 @@ func New(co *coordinator.Coordinator, cfg config.Agent, opts ...Option) *Agent {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	return &Agent{co: co, cfg: cfg, o: buildOptions(opts), name: name}
+	return &Agent{co: co, cfg: cfg, o: buildOptions(opts), name: name, own: newOwnership()}
 }
 
 // Status returns a snapshot of the agent's state.
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := Status{Registered: a.registered, Draining: a.draining}
+	st := Status{Draining: a.draining, Foreign: a.foreignList()}
+	st.Registered = a.registered && len(st.Foreign) == 0
 	if a.sess != nil {
 		st.Lease, st.LeaseAlive = a.sess.Lease(), a.sess.Err() == nil
 	}
@@ -65,9 +72,10 @@ func (a *Agent) Status() Status {
 // instances and keeps them registered until ctx ends: when the lease is
 // lost (an etcd outage, a long partition) it opens a new session and
 // registers again, with backoff, and an instance deleted by someone else
-// while the lease lives is registered again (see hold). When ctx ends it
-// drains (see Drain) and returns nil. It returns an error only for a
-// configuration etcd refuses.
+// while the lease lives is registered again (see hold). It never writes an
+// instance key another agent's lease holds, except to take it over as
+// owner.go describes. When ctx ends it drains (see drain) and returns nil.
+// It returns an error only for a configuration etcd refuses.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.createPools(ctx); err != nil {
 		return err
@@ -80,6 +88,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("agent: %w", err)
 		}
+		a.addLease(sess.Lease())
 		a.setSession(sess, false)
 		if err := a.hold(ctx, sess); err != nil {
 			a.o.closeSession(sess)

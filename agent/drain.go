@@ -2,37 +2,36 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
 // drain marks every instance draining so that no new claim lands on it,
 // waits up to the drain timeout for the seats held on them to be released,
-// then deregisters them and revokes the lease.
+// then deregisters them and revokes the lease. Each write is fenced by the
+// session's lease: an instance another agent has taken over is left alone,
+// its holders keep their seats, and the drain does not wait for them.
 func (a *Agent) drain(sess *coordinator.Session) {
 	a.mu.Lock()
 	a.draining = true
 	a.mu.Unlock()
 	log := a.o.log.With("lease", leaseHex(sess.Lease()))
 	log.Info("draining", "instances", len(a.cfg.Instances), "timeout", a.cfg.DrainTimeout.D())
-	ctx := context.Background()
 	for _, in := range a.cfg.Instances {
-		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
-		_, err := a.co.SetInstanceState(rctx, in.Pool, in.ID, coordinator.InstanceDraining)
-		cancel()
-		if err != nil {
-			log.Warn("cannot mark instance draining", "pool", in.Pool, "instance", in.ID, "err", err)
-		}
+		a.markDraining(log, sess, in)
 	}
 	if held := a.awaitIdle(sess); held > 0 {
 		log.Warn("drain timeout passed with seats held; their holders will see their instance gone", "held", held)
 	}
 	for _, in := range a.cfg.Instances {
-		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
-		err := a.co.DeregisterInstance(rctx, in.Pool, in.ID)
+		rctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
+		err := a.co.DeregisterInstanceIfOwner(rctx, in.Pool, in.ID, sess.Lease())
 		cancel()
-		if err != nil && sess.Err() == nil {
+		if err != nil && !a.leftAlone(log, in, err) && sess.Err() == nil {
 			log.Warn("cannot deregister instance; the lease revoke removes it", "pool", in.Pool, "instance", in.ID, "err", err)
 		}
 	}
@@ -41,9 +40,46 @@ func (a *Agent) drain(sess *coordinator.Session) {
 	log.Info("drained")
 }
 
-// awaitIdle polls until no seat is held on this agent's instances, the
-// drain timeout passes or the session is lost, and returns the seats still
-// held (-1 when unknown).
+// markDraining marks in draining if sess's lease holds it. A concurrent
+// change of the key (an operator's poolctl drain) is retried with backoff
+// for up to the request timeout.
+func (a *Agent) markDraining(log *slog.Logger, sess *coordinator.Session, in config.Instance) {
+	bo := newBackoff(50*time.Millisecond, 500*time.Millisecond)
+	deadline := time.Now().Add(a.o.requestTimeout)
+	for {
+		rctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
+		_, err := a.co.SetInstanceStateIfOwner(rctx, in.Pool, in.ID, sess.Lease(), coordinator.InstanceDraining)
+		cancel()
+		switch {
+		case err == nil || a.leftAlone(log, in, err):
+			return
+		case !errors.Is(err, coordinator.ErrConflict) || !time.Now().Before(deadline):
+			log.Warn("cannot mark instance draining", "pool", in.Pool, "instance", in.ID, "err", err)
+			return
+		}
+		time.Sleep(bo.next())
+	}
+}
+
+// leftAlone reports whether err says in is not this agent's to write any
+// more: another agent holds it (logged), or it is gone.
+func (a *Agent) leftAlone(log *slog.Logger, in config.Instance, err error) bool {
+	var owned *coordinator.InstanceOwnedError
+	switch {
+	case errors.As(err, &owned):
+		a.foreignOwner(refOf(in), owned)
+		log.Info("instance held by another agent; the drain leaves it and its seats alone",
+			"pool", in.Pool, "instance", in.ID, "owner", owned.Agent, "owner_lease", leaseHex(owned.Owner))
+		return true
+	case errors.Is(err, coordinator.ErrInstanceNotFound), errors.Is(err, coordinator.ErrPoolNotFound):
+		return true
+	}
+	return false
+}
+
+// awaitIdle polls until no seat is held on the instances this agent still
+// holds, the drain timeout passes or the session is lost, and returns the
+// seats still held (-1 when unknown).
 func (a *Agent) awaitIdle(sess *coordinator.Session) int {
 	deadline := time.Now().Add(a.cfg.DrainTimeout.D())
 	for {
@@ -61,20 +97,28 @@ func (a *Agent) awaitIdle(sess *coordinator.Session) int {
 	}
 }
 
-// heldSeats counts the seats bound to this agent's instances; -1 when a
-// pool cannot be read.
+// heldSeats counts the seats bound to the agent's instances that sess's
+// lease still holds; -1 when a pool cannot be read.
 func (a *Agent) heldSeats(sess *coordinator.Session) int {
 	n := 0
 	for pool, ids := range a.instancesByPool() {
 		ctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
-		seats, err := a.co.Seats(ctx, pool)
+		ins, err := a.co.Instances(ctx, pool)
+		var seats []coordinator.Seat
+		if err == nil {
+			seats, err = a.co.Seats(ctx, pool)
+		}
 		cancel()
 		if err != nil {
 			a.o.log.Warn("cannot list seats while draining", "pool", pool, "lease", leaseHex(sess.Lease()), "err", err)
 			return -1
 		}
+		mine := map[string]bool{}
+		for _, in := range ins {
+			mine[in.ID] = ids[in.ID] && in.Lease == sess.Lease()
+		}
 		for _, s := range seats {
-			if ids[s.Instance] {
+			if mine[s.Instance] {
 				n++
 			}
 		}

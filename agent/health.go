@@ -75,8 +75,8 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 }
 
 // Handler serves the agent's /healthz (etcd reachable and lease alive),
-// /readyz (every instance registered, not draining) and, when metrics is
-// not nil, /metrics.
+// /readyz (every instance registered under the agent's lease, none held
+// by another agent, not draining) and, when metrics is not nil, /metrics.
 func (a *Agent) Handler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(HealthzPath, Probe(a.o.requestTimeout, Check{"etcd", a.checkEtcd}, Check{"lease", a.checkLease}))
@@ -105,6 +105,8 @@ func (a *Agent) checkRegistered(context.Context) error {
 	switch {
 	case st.Draining:
 		return errors.New("draining")
+	case len(st.Foreign) > 0:
+		return fmt.Errorf("not the owner of %s", strings.Join(st.Foreign, "; "))
 	case !st.Registered:
 		return errors.New("instances not registered")
 	}

@@ -14,6 +14,8 @@ type options struct {
 	pollInterval       time.Duration // default 200ms
 	onSessionLost      func()        // default: none
 	onKeepAliveFailure func(error)   // default: none
+	takeover           bool          // default false
+	ownerInterval      time.Duration // default 5s
 }
 
 func buildOptions(opts []Option) options {
@@ -23,6 +25,7 @@ func buildOptions(opts []Option) options {
 		pollInterval:       200 * time.Millisecond,
 		onSessionLost:      func() {},
 		onKeepAliveFailure: func(error) {},
+		ownerInterval:      5 * time.Second,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -56,4 +59,26 @@ func WithSessionLostHook(f func()) Option { return func(o *options) { o.onSessio
 // none.
 func WithKeepAliveFailureHook(f func(error)) Option {
 	return func(o *options) { o.onKeepAliveFailure = f }
+}
+
+// WithTakeover makes the agent take over, in one transaction that compares
+// the other lease, each configured instance that another agent's live
+// lease holds when this process first registers it. The other agent's
+// writes to it then fail, and claims bound to it keep their seats. Use it
+// where two agents overlap on purpose, as a Deployment's rolling update
+// does. Without it the agent waits until the instance is free, and its
+// /readyz says which agent holds it. Either way an instance taken over from
+// this process is never taken back. Default false.
+func WithTakeover(on bool) Option { return func(o *options) { o.takeover = on } }
+
+// WithOwnerCheckInterval sets how often the agent reads its instances to
+// find those another agent took over (its /readyz then fails) and those
+// that another agent left. Deletions are seen at once through a watch.
+// Default 5s; a d <= 0 keeps the default.
+func WithOwnerCheckInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.ownerInterval = d
+		}
+	}
 }

@@ -19,26 +19,30 @@ const regainQuiet = 10 * time.Second
 
 // hold registers every instance in sess and keeps them registered until ctx
 // ends or the session is lost. Instances that fail to register (a pool not
-// created yet, etcd unreachable) are retried with backoff.
+// created yet, etcd unreachable) are retried with backoff; instances held
+// by another agent are left alone (see owner.go).
 //
 // An instance deleted while the session lives (by hand with etcdctl, or by
 // DeregisterInstance in another process) is registered again: hold follows
 // the pools of its instances and, after each deletion of one of them (or a
-// resync of the event stream, which may hide one), lists the pool and
+// resync of the event stream, which may hide one), reads them and
 // registers what is missing. A lone deletion is repaired within a few
 // hundred milliseconds; deletions that keep coming are met with growing
-// delays, up to 5s. hold returns as soon as ctx ends, so the agent never
-// undoes its own drain.
+// delays, up to 5s. Every owner-check interval it reads them all, to find
+// instances taken over by another agent. hold returns as soon as ctx ends,
+// so the agent never undoes its own drain.
 func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 	wctx, cancel := context.WithCancel(ctx)
 	gone, stopped := a.watchInstances(wctx)
 	defer func() { cancel(); <-stopped }()
 	pending := slices.Clone(a.cfg.Instances) // to register unconditionally
-	check := map[string]bool{}               // pools to list for missing instances
+	check := map[string]bool{}               // pools to read for missing or taken instances
 	bo := newBackoff(200*time.Millisecond, 5*time.Second)
 	var lastGone time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	owners := time.NewTicker(a.o.ownerInterval)
+	defer owners.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -52,12 +56,17 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 			}
 			lastGone = time.Now()
 			timer.Reset(bo.next())
+		case <-owners.C:
+			for pool := range a.instancesByPool() {
+				check[pool] = true
+			}
+			timer.Reset(0)
 		case <-timer.C:
 			if ctx.Err() != nil {
 				return nil
 			}
 			var err error
-			pending = a.missing(ctx, sess, check, pending)
+			pending = a.reconcile(ctx, sess, check, pending)
 			if pending, err = a.register(ctx, sess, pending); err != nil {
 				return err
 			}
@@ -70,18 +79,20 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 }
 
 // register registers instances in sess and returns those that failed for
-// a reason that may pass. An invalid instance is an error.
+// a reason that may pass. Those another agent holds are recorded, not
+// returned: reconcile finds them again once free. An invalid instance is
+// an error.
 func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []config.Instance) ([]config.Instance, error) {
 	var failed []config.Instance
 	for _, in := range ins {
-		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
-		_, err := a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), coordinator.Instance{
-			ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name,
-		})
-		cancel()
+		err := a.registerOne(ctx, sess, in)
+		var owned *coordinator.InstanceOwnedError
 		switch {
 		case err == nil:
+			a.owned(refOf(in))
 			a.o.log.Info("instance registered", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
+		case errors.As(err, &owned):
+			a.foreignOwner(refOf(in), owned)
 		case errors.Is(err, coordinator.ErrInvalid):
 			return nil, fmt.Errorf("agent: instance %q of pool %q: %w", in.ID, in.Pool, err)
 		default:
@@ -92,31 +103,76 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 	return failed, nil
 }
 
-// missing lists each pool in check and returns pending plus the agent's
-// instances that are not registered there. A pool that cannot be read
-// stays in check; a pool that does not exist has none registered.
-func (a *Agent) missing(ctx context.Context, sess *coordinator.Session, check map[string]bool, pending []config.Instance) []config.Instance {
+// registerOne registers in under sess's lease or, when another lease holds
+// it and owner.go's rule allows, takes it over from that lease.
+func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in config.Instance) error {
+	rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
+	defer cancel()
+	reg := coordinator.Instance{ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name}
+	_, err := a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), reg)
+	var owned *coordinator.InstanceOwnedError
+	if !errors.As(err, &owned) {
+		return err
+	}
+	why := a.takeoverReason(refOf(in), owned)
+	if why == "" {
+		return err
+	}
+	a.o.log.Warn("taking over instance", "pool", in.Pool, "instance", in.ID, "reason", why,
+		"from_agent", owned.Agent, "from_lease", leaseHex(owned.Owner), "lease", leaseHex(sess.Lease()))
+	_, err = a.co.TakeOverInstance(rctx, in.Pool, owned.Owner, sess.Lease(), reg)
+	return err
+}
+
+// reconcile reads the agent's instances in each pool in check and returns
+// pending plus those that are missing or still bound to an earlier lease
+// of this agent; those another agent holds are recorded. A pool whose
+// instances cannot all be read stays in check.
+func (a *Agent) reconcile(ctx context.Context, sess *coordinator.Session, check map[string]bool, pending []config.Instance) []config.Instance {
 	for pool := range check {
-		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
-		ins, err := a.co.Instances(rctx, pool)
-		cancel()
-		if err != nil && !errors.Is(err, coordinator.ErrPoolNotFound) {
-			a.o.log.Warn("cannot list instances; retrying", "pool", pool, "err", err)
-			continue
-		}
-		delete(check, pool)
+		ok := true
 		for _, in := range a.cfg.Instances {
-			listed := func(x coordinator.Instance) bool { return x.ID == in.ID }
 			queued := func(x config.Instance) bool { return x.Pool == in.Pool && x.ID == in.ID }
-			if in.Pool != pool || slices.ContainsFunc(ins, listed) || slices.ContainsFunc(pending, queued) {
+			if in.Pool != pool || slices.ContainsFunc(pending, queued) {
 				continue
 			}
-			a.o.log.Warn("instance missing while the lease lives; registering it again",
-				"pool", pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
-			pending = append(pending, in)
+			again, err := a.needsRegistering(ctx, sess, in)
+			if err != nil {
+				a.o.log.Warn("cannot read instance; retrying", "pool", pool, "instance", in.ID, "err", err)
+				ok = false
+			}
+			if again {
+				pending = append(pending, in)
+			}
+		}
+		if ok {
+			delete(check, pool)
 		}
 	}
 	return pending
+}
+
+// needsRegistering reads in and reports whether it must be registered
+// again: it is missing, or bound to an earlier lease of this agent.
+func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session, in config.Instance) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
+	got, err := a.co.GetInstance(rctx, in.Pool, in.ID)
+	cancel()
+	switch {
+	case errors.Is(err, coordinator.ErrInstanceNotFound), errors.Is(err, coordinator.ErrPoolNotFound):
+		a.freed(refOf(in))
+		a.o.log.Warn("instance missing while the lease lives; registering it", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
+		return true, nil
+	case err != nil:
+		return false, err
+	case got.Lease == sess.Lease():
+		a.owned(refOf(in))
+		return false, nil
+	case a.isOwnLease(got.Lease):
+		return true, nil
+	}
+	a.foreignOwner(refOf(in), &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent})
+	return false, nil
 }
 
 // watchInstances follows the pools of the agent's instances until ctx ends

@@ -6,82 +6,228 @@ import (
 	"errors"
 	"fmt"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// InstanceOwnedError reports that an instance key is bound to a lease
+// other than the caller's: another agent (or an earlier run of the same
+// one) registered it, and nothing was written. It matches ErrConflict.
+type InstanceOwnedError struct {
+	// Pool and ID name the instance.
+	Pool, ID string
+	// Owner is the lease the key is bound to.
+	Owner clientv3.LeaseID
+	// Agent is the agent named in the registration; informational.
+	Agent string
+}
+
+// Error implements error.
+func (e *InstanceOwnedError) Error() string {
+	return fmt.Sprintf("%v: instance %q of pool %q is registered by agent %q under lease %x",
+		ErrConflict, e.ID, e.Pool, e.Agent, int64(e.Owner))
+}
+
+// Unwrap returns ErrConflict.
+func (e *InstanceOwnedError) Unwrap() error { return ErrConflict }
 
 // RegisterInstance registers (or re-registers) an instance in pool, bound
 // to lease, normally the agent's Session lease: when the agent dies the
 // instance goes with it and claims bound to it lose their seats with
 // ErrInstanceGone. Seats defaults to 1 and State to ready. Re-registering
-// an instance replaces it; claims in flight against the old registration
-// retry.
+// an instance under the same lease replaces it; claims in flight against
+// the old registration retry.
+//
+// RegisterInstance writes only a key that is absent or already bound to
+// lease, in one transaction that compares the key's lease. While another
+// lease holds the key it writes nothing and returns an
+// *InstanceOwnedError; see TakeOverInstance.
 func (c *Coordinator) RegisterInstance(ctx context.Context, pool string, lease clientv3.LeaseID, in Instance) (Instance, error) {
-	if err := ValidateName(pool); err != nil {
-		return Instance{}, fmt.Errorf("pool: %w", err)
-	}
-	in.defaults()
-	if err := in.validate(); err != nil {
+	put, err := c.instancePut(pool, lease, &in)
+	if err != nil {
 		return Instance{}, err
 	}
-	val, _ := json.Marshal(in)
-	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(c.k.spec(pool)), ">", 0)).
-		Then(clientv3.OpPut(c.k.instance(pool, in.ID), string(val), clientv3.WithLease(lease))).Commit()
+	key, spec := c.k.instance(pool, in.ID), c.specExists(pool)
+	resp, err := c.cli.Txn(ctx).If(spec, leaseIs(key, lease)).Then(put).
+		Else(clientv3.OpTxn([]clientv3.Cmp{spec, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+			[]clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)})).Commit()
 	if err != nil {
 		return Instance{}, fmt.Errorf("coordinator: register instance %q in %q: %w", in.ID, pool, err)
 	}
 	if !resp.Succeeded {
-		return Instance{}, fmt.Errorf("%w: %q", ErrPoolNotFound, pool)
+		inner := resp.Responses[0].GetResponseTxn()
+		if !inner.Succeeded {
+			return Instance{}, c.instanceRefusal(pool, in.ID, inner.Responses)
+		}
 	}
 	in.Lease, in.Revision = lease, resp.Header.Revision
 	return in, nil
 }
 
+// TakeOverInstance re-binds an instance from the lease from, which holds
+// it now, to lease, writing in as RegisterInstance does. The key is
+// overwritten in one transaction that compares its lease with from, never
+// deleted, so claims bound to the instance keep their seats; the agent of
+// from can no longer change or delete it through the *IfOwner calls. It
+// returns an *InstanceOwnedError when the key is bound to neither from
+// nor lease, and ErrInstanceNotFound when it is gone (register it).
+func (c *Coordinator) TakeOverInstance(ctx context.Context, pool string, from, lease clientv3.LeaseID, in Instance) (Instance, error) {
+	put, err := c.instancePut(pool, lease, &in)
+	if err != nil {
+		return Instance{}, err
+	}
+	key := c.k.instance(pool, in.ID)
+	resp, err := c.cli.Txn(ctx).If(c.specExists(pool), clientv3.Compare(clientv3.CreateRevision(key), ">", 0), leaseIs(key, from)).
+		Then(put).Else(clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return Instance{}, fmt.Errorf("coordinator: take over instance %q in %q: %w", in.ID, pool, err)
+	}
+	if !resp.Succeeded {
+		if err := c.instanceRefusal(pool, in.ID, resp.Responses); !isOwnedBy(err, lease) {
+			return Instance{}, err
+		}
+	}
+	in.Lease, in.Revision = lease, resp.Header.Revision
+	return in, nil
+}
+
+// instancePut validates in and returns the put that registers it under
+// lease.
+func (c *Coordinator) instancePut(pool string, lease clientv3.LeaseID, in *Instance) (clientv3.Op, error) {
+	if err := ValidateName(pool); err != nil {
+		return clientv3.Op{}, fmt.Errorf("pool: %w", err)
+	}
+	in.defaults()
+	if err := in.validate(); err != nil {
+		return clientv3.Op{}, err
+	}
+	val, _ := json.Marshal(in)
+	return clientv3.OpPut(c.k.instance(pool, in.ID), string(val), clientv3.WithLease(lease)), nil
+}
+
+// instanceRefusal explains a failed instance write from the responses of
+// Get(spec) and Get(instance key): ErrPoolNotFound, ErrInstanceNotFound
+// or an *InstanceOwnedError.
+func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) error {
+	if len(rs[0].GetResponseRange().Kvs) == 0 {
+		return fmt.Errorf("%w: %q", ErrPoolNotFound, pool)
+	}
+	kvs := rs[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, id, pool)
+	}
+	var in Instance
+	_ = json.Unmarshal(kvs[0].Value, &in)
+	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent}
+}
+
+func isOwnedBy(err error, lease clientv3.LeaseID) bool {
+	var owned *InstanceOwnedError
+	return errors.As(err, &owned) && owned.Owner == lease
+}
+
+func (c *Coordinator) specExists(pool string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(c.k.spec(pool)), ">", 0)
+}
+
+// leaseIs holds when key is bound to lease. A missing key has lease 0.
+func leaseIs(key string, lease clientv3.LeaseID) clientv3.Cmp {
+	return clientv3.Compare(clientv3.LeaseValue(key), "=", lease)
+}
+
 // SetInstanceState marks an instance ready or draining, keeping its lease.
-// A draining instance takes no new claims; held seats stay.
+// A draining instance takes no new claims; held seats stay. It is for
+// operators; an agent changes its own instances with
+// SetInstanceStateIfOwner.
 func (c *Coordinator) SetInstanceState(ctx context.Context, pool, id string, state InstanceState) (Instance, error) {
 	for {
-		in, err := c.instance(ctx, pool, id)
-		if err != nil {
-			return Instance{}, err
-		}
-		in.State = state
-		if err := in.validate(); err != nil {
-			return Instance{}, err
-		}
-		val, _ := json.Marshal(in)
-		key := c.k.instance(pool, id)
-		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", in.Revision)).
-			Then(clientv3.OpPut(key, string(val), clientv3.WithIgnoreLease())).Commit()
-		if err != nil {
-			return Instance{}, fmt.Errorf("coordinator: set instance %q state: %w", id, err)
-		}
-		if resp.Succeeded {
-			in.Revision = resp.Header.Revision
-			return in, nil
+		in, err := c.setInstanceState(ctx, pool, id, state, nil)
+		if !errors.Is(err, ErrConflict) {
+			return in, err
 		}
 	}
 }
 
+// SetInstanceStateIfOwner is SetInstanceState for the agent that holds the
+// instance under lease: the transaction compares the key's lease and mod
+// revision, so an instance taken over by another agent is never changed.
+// It makes one attempt and returns an *InstanceOwnedError when another
+// lease holds the key, or ErrConflict when the key changed between the
+// read and the write (read again and retry).
+func (c *Coordinator) SetInstanceStateIfOwner(ctx context.Context, pool, id string, lease clientv3.LeaseID, state InstanceState) (Instance, error) {
+	return c.setInstanceState(ctx, pool, id, state, &lease)
+}
+
+// setInstanceState reads the instance and writes it back with state,
+// comparing its mod revision and, when owner is set, its lease.
+func (c *Coordinator) setInstanceState(ctx context.Context, pool, id string, state InstanceState, owner *clientv3.LeaseID) (Instance, error) {
+	in, err := c.instance(ctx, pool, id)
+	if err != nil {
+		return Instance{}, err
+	}
+	if owner != nil && in.Lease != *owner {
+		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent}
+	}
+	in.State = state
+	if err := in.validate(); err != nil {
+		return Instance{}, err
+	}
+	val, _ := json.Marshal(in)
+	key := c.k.instance(pool, id)
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", in.Revision), leaseIs(key, in.Lease)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithIgnoreLease())).Commit()
+	if err != nil {
+		return Instance{}, fmt.Errorf("coordinator: set instance %q state: %w", id, err)
+	}
+	if !resp.Succeeded {
+		return Instance{}, fmt.Errorf("%w: instance %q of pool %q changed while its state was set", ErrConflict, id, pool)
+	}
+	in.Revision = resp.Header.Revision
+	return in, nil
+}
+
 // DeregisterInstance deletes an instance. Claims bound to it lose their
-// seats with ErrInstanceGone.
+// seats with ErrInstanceGone. It is for operators; an agent deletes its own
+// instances with DeregisterInstanceIfOwner.
 func (c *Coordinator) DeregisterInstance(ctx context.Context, pool, id string) error {
+	return c.deregister(ctx, pool, id, nil)
+}
+
+// DeregisterInstanceIfOwner is DeregisterInstance for the agent that holds
+// the instance under lease: the delete compares the key's lease, so an
+// instance taken over by another agent is never deleted. It returns an
+// *InstanceOwnedError when another lease holds the key.
+func (c *Coordinator) DeregisterInstanceIfOwner(ctx context.Context, pool, id string, lease clientv3.LeaseID) error {
+	return c.deregister(ctx, pool, id, &lease)
+}
+
+func (c *Coordinator) deregister(ctx context.Context, pool, id string, owner *clientv3.LeaseID) error {
 	if err := ValidateName(id); err != nil {
 		return fmt.Errorf("instance: %w", err)
 	}
 	if err := ValidateName(pool); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	resp, err := c.cli.Delete(ctx, c.k.instance(pool, id))
+	key := c.k.instance(pool, id)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0)}
+	if owner != nil {
+		cmps = append(cmps, leaseIs(key, *owner))
+	}
+	resp, err := c.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return fmt.Errorf("coordinator: deregister %q: %w", id, err)
 	}
-	if resp.Deleted == 0 {
-		if _, err := c.GetPool(ctx, pool); errors.Is(err, ErrPoolNotFound) {
-			return err
-		}
-		return fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, id, pool)
+	if !resp.Succeeded {
+		return c.instanceRefusal(pool, id, resp.Responses)
 	}
 	return nil
+}
+
+// GetInstance reads one instance, with its lease and mod revision. It
+// returns ErrInstanceNotFound or ErrPoolNotFound when it is not there.
+func (c *Coordinator) GetInstance(ctx context.Context, pool, id string) (Instance, error) {
+	return c.instance(ctx, pool, id)
 }
 
 func (c *Coordinator) instance(ctx context.Context, pool, id string) (Instance, error) {

@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -41,13 +44,26 @@ type Config struct {
 type Server struct {
 	cfg  Config
 	etcd *embed.Etcd
+	lock *fileutil.LockedFile
 }
 
-// ErrAddrInUse reports that a listen address is taken by another process.
-var ErrAddrInUse = errors.New("embedetcd: address already in use")
+// LockFile is the file in the data dir that a running member holds
+// locked, so that a second member on the same dir fails at once instead
+// of blocking on etcd's own database lock.
+const LockFile = "embedetcd.lock"
+
+var (
+	// ErrAddrInUse reports that a listen address is taken by another process.
+	ErrAddrInUse = errors.New("embedetcd: address already in use")
+	// ErrDirInUse reports that another member (in this process or another)
+	// runs on the data dir.
+	ErrDirInUse = errors.New("embedetcd: data dir in use")
+)
 
 // Start starts a member and waits until it is ready to serve clients, or
-// until ReadyTimeout passes.
+// until ReadyTimeout passes. It first locks LockFile in the data dir and
+// returns ErrDirInUse at once if another member holds it; the lock is
+// released by Close.
 func Start(cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("embedetcd: data dir is required")
@@ -64,6 +80,36 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 30 * time.Second
 	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := start(cfg)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	srv.lock = lock
+	return srv, nil
+}
+
+// lockDir creates dir if needed and locks its LockFile without waiting.
+func lockDir(dir string) (*fileutil.LockedFile, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedetcd: data dir %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, LockFile)
+	lock, err := fileutil.TryLockFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if errors.Is(err, fileutil.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s is locked (%s) by another etcd member; is another poolagent dev running on it?", ErrDirInUse, dir, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedetcd: lock data dir %s: %w", dir, err)
+	}
+	return lock, nil
+}
+
+func start(cfg Config) (*Server, error) {
 	for _, a := range []string{cfg.ClientAddr, cfg.PeerAddr} {
 		if err := checkFree(a); err != nil {
 			return nil, err
@@ -145,9 +191,10 @@ func (s *Server) IsLeader() bool {
 // Err reports fatal server errors.
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
-// Close stops the member and waits for it to release its ports and files.
-// The data dir is kept.
+// Close stops the member and waits for it to release its ports and files,
+// then unlocks the data dir. The data dir is kept.
 func (s *Server) Close() {
 	s.etcd.Server.Stop()
 	s.etcd.Close()
+	s.lock.Close()
 }

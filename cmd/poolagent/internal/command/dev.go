@@ -117,6 +117,10 @@ func (o *DevOptions) Run(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("%w; choose free ports with --listen-client and --listen-peer", err)
 	}
+	if errors.Is(err, embedetcd.ErrDirInUse) {
+		ln.Close()
+		return fmt.Errorf("%w; stop the other one or choose another --data-dir", err)
+	}
 	if err != nil {
 		ln.Close()
 		return err

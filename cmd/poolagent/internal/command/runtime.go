@@ -132,6 +132,9 @@ type agentRun struct {
 	log   *slog.Logger
 	ln    net.Listener // for /metrics, /healthz, /readyz
 	pools []string     // pools to report; nil: all
+	// takeover takes over instances another agent holds; see
+	// agent.WithTakeover.
+	takeover bool
 }
 
 // run serves HTTP, follows the event stream for the metrics and runs the
@@ -150,7 +153,7 @@ func (r agentRun) run(ctx context.Context) error {
 	}()
 	timeout := r.cfg.Etcd.DialTimeout.D()
 	reg.MustRegister(metrics.NewPoolCollector(co, r.pools, timeout))
-	a := agent.New(co, r.cfg.Agent, agentOptions(r.log, timeout, m)...)
+	a := agent.New(co, r.cfg.Agent, append(agentOptions(r.log, timeout, m), agent.WithTakeover(r.takeover))...)
 
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/config"
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// The rule this file keeps: an agent writes only instance keys bound to
+// its own lease (every write is fenced by the lease in the transaction,
+// see coordinator's *IfOwner calls). It takes a key from another lease
+// only in one transaction that compares that lease (TakeOverInstance, a
+// put: claims bound to the instance keep their seats), and only when the
+// other lease is
+//
+//   - one of this process's earlier sessions (a lost lease that came back,
+//     for example after etcd restarted), or
+//   - for an instance this process has never held: a lease of an earlier
+//     run of an agent with the same name (a restart), or any lease when
+//     takeover is on (WithTakeover: a rollout that overlaps two agents).
+//
+// An instance this process held and another agent took over is left to
+// that agent until its key is gone; the agent then registers it again.
+
+// ref names one of the agent's instances.
+type ref struct{ pool, id string }
+
+func refOf(in config.Instance) ref { return ref{in.Pool, in.ID} }
+
+func (r ref) String() string { return r.pool + "/" + r.id }
+
+// ownership is what the agent knows of who holds its instances. Guarded
+// by Agent.mu.
+type ownership struct {
+	leases  map[clientv3.LeaseID]bool               // the leases of this process's sessions
+	held    map[ref]bool                            // registered by this process at least once
+	foreign map[ref]*coordinator.InstanceOwnedError // held by another agent now
+}
+
+func newOwnership() ownership {
+	return ownership{leases: map[clientv3.LeaseID]bool{}, held: map[ref]bool{},
+		foreign: map[ref]*coordinator.InstanceOwnedError{}}
+}
+
+// addLease records the lease of a new session.
+func (a *Agent) addLease(lease clientv3.LeaseID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.own.leases[lease] = true
+}
+
+// takeoverReason returns why the agent may take r over from the holder
+// described by e, or "" when it must leave it alone.
+func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.own.leases[e.Owner]:
+		return "held under an earlier lease of this agent"
+	case a.own.held[r]:
+		return "" // taken over from this process: never take it back
+	case e.Agent == a.name:
+		return "held by an earlier run of this agent (same name)"
+	case a.o.takeover:
+		return "takeover is on"
+	}
+	return ""
+}
+
+// isOwnLease reports whether lease belongs to one of this process's
+// sessions.
+func (a *Agent) isOwnLease(lease clientv3.LeaseID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.own.leases[lease]
+}
+
+// owned records that the agent holds r.
+func (a *Agent) owned(r ref) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.own.held[r] = true
+	delete(a.own.foreign, r)
+}
+
+// foreignOwner records that another agent holds r, and logs it when that
+// holder is new.
+func (a *Agent) foreignOwner(r ref, e *coordinator.InstanceOwnedError) {
+	a.mu.Lock()
+	prev, held := a.own.foreign[r], a.own.held[r]
+	a.own.foreign[r] = e
+	a.mu.Unlock()
+	if prev != nil && prev.Owner == e.Owner {
+		return
+	}
+	log := a.o.log.With("pool", r.pool, "instance", r.id, "owner", e.Agent, "owner_lease", leaseHex(e.Owner))
+	if held {
+		log.Warn("instance taken over by another agent; leaving it to that agent until it is gone")
+		return
+	}
+	log.Warn("instance held by another agent's live lease; waiting until it is free (serve --takeover takes it over)")
+}
+
+// freed forgets the holder of r: its key is gone.
+func (a *Agent) freed(r ref) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.own.foreign, r)
+}
+
+// foreignList describes the instances held by other agents, sorted.
+func (a *Agent) foreignList() []string {
+	var out []string
+	for r, e := range a.own.foreign {
+		out = append(out, fmt.Sprintf("%s held by agent %q under lease %s", r, e.Agent, leaseHex(e.Owner)))
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/config"
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// startAgent runs an agent named name for cfg until stop is called or the
+// test ends; stop cancels its context (what SIGTERM does in poolagent) and
+// returns Run's error once the drain is over.
+func startAgent(t *testing.T, co *coordinator.Coordinator, name string, cfg config.Agent, opts ...Option) (a *Agent, stop func() error) {
+	t.Helper()
+	cfg.Name = name
+	a = New(co, cfg, append(opts, WithPollInterval(50*time.Millisecond), WithOwnerCheckInterval(100*time.Millisecond))...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var err error
+	stopped := false
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			err = <-done
+		}
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return a, stop
+}
+
+// claimKept fails the test if cl has ended or its seat no longer carries
+// its token.
+func claimKept(t *testing.T, co *coordinator.Coordinator, cl *coordinator.Claim, when string) {
+	t.Helper()
+	select {
+	case <-cl.Done():
+		t.Fatalf("%s: the holder lost its seat: %v", when, cl.Err())
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	defer cancel()
+	seats, err := co.Seats(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range seats {
+		if s.Seat == cl.Seat() && s.Token == cl.Token() && s.Instance == "i1" {
+			return
+		}
+	}
+	t.Fatalf("%s: seat %d with token %d is gone: %+v", when, cl.Seat(), cl.Token(), seats)
+}
+
+// TestRolloutTakeoverKeepsHolders is a Deployment's rolling update: agent
+// A holds i1 with a holder on it, agent B starts with the same instances
+// and takeover on (both have it, as the manifest gives both pods the same
+// flags), then A is stopped as SIGTERM stops it. The holder must keep its
+// seat throughout, A must say it no longer owns i1 and must not take it
+// back, and A's drain must neither change nor delete B's instance.
+func TestRolloutTakeoverKeepsHolders(t *testing.T) {
+	_, cli, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2})
+	cfg.DrainTimeout = config.Duration(20 * time.Second) // a drain that waited for the holder would show
+	a, stopA := startAgent(t, co, "a", cfg, WithTakeover(true))
+	agenttest.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	cl := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+
+	b, _ := startAgent(t, co, "b", cfg, WithTakeover(true))
+	agenttest.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
+	if in := instanceMap(t, co)["i1"]; in.Lease != b.Status().Lease || in.Agent != "b" || in.State != coordinator.InstanceReady {
+		t.Fatalf("i1 after B started: %+v, want B's lease %x, ready", in, b.Status().Lease)
+	}
+	claimKept(t, co, cl, "after the takeover")
+
+	srv := httptest.NewServer(a.Handler(nil))
+	defer srv.Close()
+	agenttest.Eventually(t, 5*time.Second, "A to see i1 taken over", func() bool { return len(a.Status().Foreign) == 1 })
+	code, body := getBody(t, srv.URL+ReadyzPath)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not the owner of p/i1") || !strings.Contains(body, `agent "b"`) {
+		t.Errorf("A's /readyz = %d %q, want 503 naming p/i1 and agent b", code, body)
+	}
+	// A's checks run every 100ms; ten of them must leave B's key alone.
+	rev := instanceMap(t, co)["i1"].Revision
+	agenttest.Consistently(t, time.Second, "B's registration untouched", func() bool {
+		return instanceMap(t, co)["i1"].Revision == rev
+	})
+
+	start := time.Now()
+	if err := stopA(); err != nil {
+		t.Fatalf("A's Run: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("A's drain took %v: it waited for seats on an instance it no longer holds", took)
+	}
+	if in := instanceMap(t, co)["i1"]; in.Revision != rev || in.Lease != b.Status().Lease {
+		t.Errorf("A's drain wrote B's instance: %+v (revision was %d)", in, rev)
+	}
+	claimKept(t, co, cl, "after A drained")
+	agenttest.Consistently(t, time.Second, "the holder keeps its seat", func() bool {
+		select {
+		case <-cl.Done():
+			return false
+		default:
+			return true
+		}
+	})
+	claimKept(t, co, cl, "a second after A drained")
+	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	defer cancel()
+	if err := cl.Release(ctx); err != nil { // else B's drain waits for it
+		t.Fatal(err)
+	}
+}
+
+// TestSecondAgentWaitsWithoutTakeover starts B with A's instances and no
+// takeover: B must leave them to A, say so on /readyz, and register them
+// as soon as A's drain deletes them.
+func TestSecondAgentWaitsWithoutTakeover(t *testing.T) {
+	_, _, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	a, stopA := startAgent(t, co, "a", cfg)
+	agenttest.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	b, _ := startAgent(t, co, "b", cfg)
+	srv := httptest.NewServer(b.Handler(nil))
+	defer srv.Close()
+	agenttest.Eventually(t, 10*time.Second, "B to see i1 held by A", func() bool { return len(b.Status().Foreign) == 1 })
+	if code, body := getBody(t, srv.URL+ReadyzPath); code != http.StatusServiceUnavailable || !strings.Contains(body, `agent "a"`) {
+		t.Errorf("B's /readyz = %d %q, want 503 naming agent a", code, body)
+	}
+	if in := instanceMap(t, co)["i1"]; in.Lease != a.Status().Lease {
+		t.Fatalf("B wrote A's instance: %+v", in)
+	}
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	took := agenttest.Eventually(t, 10*time.Second, "B registered once A drained", func() bool { return b.Status().Registered })
+	t.Logf("B registered %v after A's drain", took)
+	if in := instanceMap(t, co)["i1"]; in.Lease != b.Status().Lease || in.Agent != "b" {
+		t.Errorf("i1 after A drained: %+v, want B's", in)
+	}
+}
+
+// TestRestartedAgentTakesOverItsEarlierRun registers i1, with a holder, as
+// an earlier run of agent "test" that died without revoking its lease
+// would leave it: a new run with the same name takes it over without the
+// takeover option, and the holder keeps its seat.
+func TestRestartedAgentTakesOverItsEarlierRun(t *testing.T) {
+	_, cli, co := setup(t)
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	earlier := agenttest.Session(t, cli, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	defer cancel()
+	if _, err := co.RegisterInstance(ctx, "p", earlier.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	cl := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+	a, _ := startAgent(t, co, "test", agentConfig(config.Instance{Pool: "p", ID: "i1"}))
+	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	if in := instanceMap(t, co)["i1"]; in.Lease != a.Status().Lease {
+		t.Fatalf("i1 %+v, want the new run's lease %x", in, a.Status().Lease)
+	}
+	if err := earlier.Close(ctx); err != nil { // the earlier run's lease expires
+		t.Fatal(err)
+	}
+	claimKept(t, co, cl, "after the earlier run's lease ended")
+}
+
+func getBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}

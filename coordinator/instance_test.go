@@ -1,0 +1,78 @@
+package coordinator_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// TestInstanceWritesAreBoundToTheOwnerLease registers an instance under
+// agent A's lease, with a claim bound to it, and checks that agent B can
+// neither register it nor, once B has taken it over, can A change or
+// delete it; the claim survives the handover.
+func TestInstanceWritesAreBoundToTheOwnerLease(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := ctxT(t, 30*time.Second)
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	a, b := newSession(t, cli, 10*time.Second), newSession(t, cli, 10*time.Second)
+	in := coordinator.Instance{ID: "i1", Seats: 2, Agent: "a"}
+	if _, err := c.RegisterInstance(ctx, "p", a.Lease(), in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterInstance(ctx, "p", a.Lease(), in); err != nil {
+		t.Fatalf("re-register under the same lease: %v", err)
+	}
+	cl := mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p", coordinator.WithInstance("i1"))
+
+	var owned *coordinator.InstanceOwnedError
+	_, err := c.RegisterInstance(ctx, "p", b.Lease(), coordinator.Instance{ID: "i1", Agent: "b"})
+	if !errors.As(err, &owned) || owned.Owner != a.Lease() || owned.Agent != "a" || !errors.Is(err, coordinator.ErrConflict) {
+		t.Fatalf("register under another lease: %v, want an InstanceOwnedError naming lease %x", err, a.Lease())
+	}
+	if _, err := c.TakeOverInstance(ctx, "p", b.Lease(), b.Lease(), coordinator.Instance{ID: "i1"}); !errors.As(err, &owned) {
+		t.Fatalf("take over from the wrong lease: %v", err)
+	}
+	if _, err := c.SetInstanceStateIfOwner(ctx, "p", "i1", b.Lease(), coordinator.InstanceDraining); !errors.As(err, &owned) {
+		t.Fatalf("drain by a non-owner: %v", err)
+	}
+	took, err := c.TakeOverInstance(ctx, "p", a.Lease(), b.Lease(), coordinator.Instance{ID: "i1", Seats: 2, Agent: "b"})
+	if err != nil || took.Lease != b.Lease() {
+		t.Fatalf("take over: %+v, %v", took, err)
+	}
+
+	if _, err := c.SetInstanceStateIfOwner(ctx, "p", "i1", a.Lease(), coordinator.InstanceDraining); !errors.As(err, &owned) || owned.Owner != b.Lease() {
+		t.Errorf("drain by the old owner: %v, want an InstanceOwnedError naming lease %x", err, b.Lease())
+	}
+	if err := c.DeregisterInstanceIfOwner(ctx, "p", "i1", a.Lease()); !errors.As(err, &owned) {
+		t.Errorf("deregister by the old owner: %v", err)
+	}
+	if err := a.Close(ctx); err != nil { // the old agent's lease goes
+		t.Fatal(err)
+	}
+	got, err := c.GetInstance(ctx, "p", "i1")
+	if err != nil || got.Lease != b.Lease() || got.State != coordinator.InstanceReady || got.Agent != "b" {
+		t.Fatalf("instance after the handover: %+v, %v", got, err)
+	}
+	select {
+	case <-cl.Done():
+		t.Fatalf("the claim on the handed-over instance ended: %v", cl.Err())
+	case <-time.After(300 * time.Millisecond): // the monitor sees a delete within ms
+	}
+	if _, err := c.SetInstanceStateIfOwner(ctx, "p", "i1", b.Lease(), coordinator.InstanceDraining); err != nil {
+		t.Errorf("drain by the new owner: %v", err)
+	}
+	if err := c.DeregisterInstanceIfOwner(ctx, "p", "i1", b.Lease()); err != nil {
+		t.Errorf("deregister by the new owner: %v", err)
+	}
+	if err := c.DeregisterInstanceIfOwner(ctx, "p", "i1", b.Lease()); !errors.Is(err, coordinator.ErrInstanceNotFound) {
+		t.Errorf("deregister twice: %v, want ErrInstanceNotFound", err)
+	}
+	if _, err := c.TakeOverInstance(ctx, "p", a.Lease(), b.Lease(), in); !errors.Is(err, coordinator.ErrInstanceNotFound) {
+		t.Errorf("take over a gone instance: %v, want ErrInstanceNotFound", err)
+	}
+	if _, err := c.RegisterInstance(ctx, "nope", b.Lease(), in); !errors.Is(err, coordinator.ErrPoolNotFound) {
+		t.Errorf("register in a missing pool: %v", err)
+	}
+}
