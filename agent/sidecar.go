@@ -77,8 +77,10 @@ func (s *Sidecar) set(rec SeatRecord) {
 	s.rec = rec
 }
 
-// Run claims a seat, waiting up to the wait timeout (with a new session
-// if the first is lost while it waits), and holds it until ctx ends (then
+// Run takes back the seat of a previous run that crashed (see
+// sidecar_resume.go) or else claims a seat, waiting up to the wait timeout
+// (with a new session if the first is lost while it waits), and holds it
+// until ctx ends (then
 // it releases the seat and returns nil) or the seat is lost (then it
 // records the loss, keeps failing its probes for the loss grace and
 // returns an error wrapping ErrSeatLost).
@@ -86,16 +88,21 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	if err := s.update(s.Record()); err != nil {
 		return err
 	}
-	sess, cl, err := s.claim(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while waiting: nothing held
+	sess, cl := s.resume(ctx)
+	if cl == nil {
+		var err error
+		if sess, cl, err = s.claim(ctx); err != nil {
+			s.dropState()
+			if ctx.Err() != nil {
+				return nil // stopped while waiting: nothing held
+			}
+			rec := s.Record()
+			rec.State, rec.Error = StateFailed, err.Error()
+			_ = s.update(rec)
+			return err
 		}
-		rec := s.Record()
-		rec.State, rec.Error = StateFailed, err.Error()
-		_ = s.update(rec)
-		return err
 	}
+	s.saveState(resumeState{Pool: cl.Pool(), Lease: int64(sess.Lease()), State: StateHeld, Seat: cl.Seat(), Token: cl.Token()})
 	if err := s.update(s.heldRecord(ctx, sess, cl)); err != nil {
 		s.release(sess, cl)
 		return err
@@ -129,6 +136,7 @@ func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator
 		if err != nil {
 			return nil, nil, s.waitErr(wctx, err)
 		}
+		s.saveState(resumeState{Pool: s.cfg.Pool, Lease: int64(sess.Lease()), State: StateWaiting, Seat: -1})
 		log := s.o.log.With("pool", s.cfg.Pool, "lease", leaseHex(sess.Lease()))
 		log.Info("claiming a seat", "holder", s.cfg.Holder)
 		cl, err := s.co.Claim(wctx, sess, s.cfg.Pool, s.claimOptions()...)
@@ -198,6 +206,7 @@ func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
 		s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
 	}
 	s.o.closeSession(sess)
+	s.dropState()
 	rec := s.Record()
 	rec.State = StateReleased
 	_ = s.update(rec)
@@ -217,6 +226,7 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	}
 	sleep(ctx, s.cfg.LossGrace.D())
 	s.o.closeSession(sess)
+	s.dropState()
 	return fmt.Errorf("%w: %w", ErrSeatLost, cause)
 }
 
