@@ -85,22 +85,15 @@ func (s *Sidecar) set(rec SeatRecord) {
 // records the loss, keeps failing its probes for the loss grace and
 // returns an error wrapping ErrSeatLost).
 func (s *Sidecar) Run(ctx context.Context) error {
-	if err := s.update(s.Record()); err != nil {
-		return err
-	}
-	sess, cl := s.resume(ctx)
-	if cl == nil {
-		var err error
-		if sess, cl, err = s.claim(ctx); err != nil {
-			s.dropState()
-			if ctx.Err() != nil {
-				return nil // stopped while waiting: nothing held
-			}
-			rec := s.Record()
-			rec.State, rec.Error = StateFailed, err.Error()
-			_ = s.update(rec)
-			return err
+	sess, cl, err := s.obtain(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: nothing held
 		}
+		rec := s.Record()
+		rec.State, rec.Error = StateFailed, err.Error()
+		_ = s.update(rec)
+		return err
 	}
 	s.saveState(resumeState{Pool: cl.Pool(), Lease: int64(sess.Lease()), State: StateHeld, Seat: cl.Seat(), Token: cl.Token()})
 	if err := s.update(s.heldRecord(ctx, sess, cl)); err != nil {
@@ -117,6 +110,23 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	case <-cl.Done():
 		return s.lose(ctx, sess, cl)
 	}
+}
+
+// obtain takes back the seat of a previous run, or else publishes that it
+// waits and claims one. The seat file is not rewritten before a resume, so
+// an app reading it meanwhile still sees the seat it holds.
+func (s *Sidecar) obtain(ctx context.Context) (*coordinator.Session, *coordinator.Claim, error) {
+	if sess, cl := s.resume(ctx); cl != nil {
+		return sess, cl, nil
+	}
+	if err := s.update(s.Record()); err != nil {
+		return nil, nil, err
+	}
+	sess, cl, err := s.claim(ctx)
+	if err != nil {
+		s.dropState()
+	}
+	return sess, cl, err
 }
 
 // claim opens a session and claims a seat, both bounded by the wait
