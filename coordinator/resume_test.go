@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -162,4 +163,43 @@ func TestAdoptedClaimBoundToInstance(t *testing.T) {
 	if !errors.Is(cl.Err(), coordinator.ErrInstanceGone) {
 		t.Fatalf("Err = %v, want ErrInstanceGone", cl.Err())
 	}
+}
+
+// ExampleCoordinator_Adopt: a process that crashed while holding a seat is
+// restarted within the lease's TTL and takes the seat back from what it
+// saved (lease, seat, token), instead of queueing again.
+func ExampleCoordinator_Adopt() {
+	ctx := context.Background()
+	cli := exampleClient()
+	defer cli.Close()
+	c, _ := coordinator.New(cli, coordinator.WithPrefix(examplePrefix("/example/adopt")))
+	defer c.Close()
+	_, _ = c.CreatePool(ctx, "gpu", coordinator.PoolSpec{Capacity: 1})
+
+	// The first run claims and saves lease, seat and token, then dies.
+	first, _ := coordinator.NewSession(ctx, cli, coordinator.WithTTL(10*time.Second))
+	cl, _ := c.Claim(ctx, first, "gpu")
+	lease, seat, token := first.Lease(), cl.Seat(), cl.Token()
+	first.Orphan() // as if killed: no release, no revoke
+
+	// The restarted run resumes the lease and adopts the seat.
+	s, err := coordinator.ResumeSession(ctx, cli, lease)
+	if err != nil {
+		fmt.Println("lease gone, claim afresh:", err)
+		return
+	}
+	defer s.Close(ctx)
+	again, err := c.Adopt(ctx, s, "gpu", seat, token)
+	if err != nil {
+		fmt.Println("seat gone, claim afresh:", err)
+		return
+	}
+	fmt.Println("same seat and token:", again.Seat() == seat, again.Token() == token)
+	_, err = c.Adopt(ctx, s, "gpu", seat, token-1)
+	fmt.Println("a stale token is refused:", errors.Is(err, coordinator.ErrStaleToken))
+	fmt.Println("release:", again.Release(ctx))
+	// Output:
+	// same seat and token: true true
+	// a stale token is refused: true
+	// release: <nil>
 }
