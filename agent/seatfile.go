@@ -3,7 +3,10 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -96,13 +99,13 @@ func (f SeatFile) Write(rec SeatRecord) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(f.JSONPath, append(b, '\n')); err != nil {
+	if err := WriteFileAtomic(f.JSONPath, append(b, '\n'), seatFileMode); err != nil {
 		return err
 	}
 	if f.EnvPath == "" {
 		return nil
 	}
-	return WriteFileAtomic(f.EnvPath, rec.Env())
+	return WriteFileAtomic(f.EnvPath, rec.Env(), seatFileMode)
 }
 
 // ReadSeatFile reads a JSON seat file.
@@ -116,17 +119,32 @@ func ReadSeatFile(path string) (SeatRecord, error) {
 	return rec, err
 }
 
+// Modes of the files the sidecar writes, before the umask: the seat and
+// env files are read by the application container, which may run as
+// another user; the resume state holds the lease ID and is for the sidecar
+// alone.
+const (
+	seatFileMode  os.FileMode = 0o644
+	stateFileMode os.FileMode = 0o600
+)
+
 // WriteFileAtomic replaces path with data: it writes a temp file in the
-// same directory, syncs it, renames it over path and syncs the directory.
-// The directory is created if missing.
-func WriteFileAtomic(path string, data []byte) error {
+// same directory, syncs it, renames it over path and syncs the directory,
+// so a reader sees the old content or the new, never a mix. The new file
+// gets perm less the process umask, and never more than an existing path
+// had: a mode narrowed by hand stays narrowed. The directory is created if
+// missing.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("agent: seat file dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if fi, err := os.Stat(path); err == nil {
+		perm &= fi.Mode().Perm()
+	}
+	tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)
 	if err != nil {
-		return fmt.Errorf("agent: seat file: %w", err)
+		return fmt.Errorf("agent: write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	if _, err = tmp.Write(data); err == nil {
@@ -134,9 +152,6 @@ func WriteFileAtomic(path string, data []byte) error {
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
@@ -149,4 +164,18 @@ func WriteFileAtomic(path string, data []byte) error {
 		d.Close()
 	}
 	return nil
+}
+
+// createTemp creates a new file named prefix + a random suffix in dir with
+// perm, which the kernel reduces by the umask (os.CreateTemp always uses
+// 0600, and a chmod afterwards would ignore the umask).
+func createTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("agent: no free temp name in %s", dir)
 }

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -54,5 +55,53 @@ func TestShellQuoteRoundTrip(t *testing.T) {
 		if want := strings.ReplaceAll(s, "\n", " "); string(out) != want {
 			t.Errorf("sourced %q, got %q", want, out)
 		}
+	}
+}
+
+// TestWriteFileAtomicModes: a new file gets the mode asked for less the
+// umask; a rewrite never widens the mode the file already had.
+func TestWriteFileAtomicModes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		umask    int
+		existing os.FileMode // 0: no file before
+		perm     os.FileMode
+		want     os.FileMode
+	}{
+		{"state, umask 022", 0o022, 0, stateFileMode, 0o600},
+		{"state, umask 077", 0o077, 0, stateFileMode, 0o600},
+		{"state over a group-readable file", 0o022, 0o640, stateFileMode, 0o600},
+		{"seat, umask 022", 0o022, 0, seatFileMode, 0o644},
+		{"seat, umask 027", 0o027, 0, seatFileMode, 0o640},
+		{"seat over a narrowed file", 0o022, 0o600, seatFileMode, 0o600},
+		{"seat over a read-only file", 0o000, 0o444, seatFileMode, 0o444},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			if tc.existing != 0 {
+				if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(path, tc.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old := syscall.Umask(tc.umask)
+			err := WriteFileAtomic(path, []byte("new"), tc.perm)
+			syscall.Umask(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tc.want {
+				t.Errorf("mode %o, want %o", got, tc.want)
+			}
+			if b, _ := os.ReadFile(path); string(b) != "new" {
+				t.Errorf("content %q", b)
+			}
+		})
 	}
 }

@@ -77,16 +77,15 @@ func (s *Sidecar) set(rec SeatRecord) {
 	s.rec = rec
 }
 
-// Run claims a seat, waiting up to the wait timeout (with a new session
-// if the first is lost while it waits), and holds it until ctx ends (then
+// Run takes back the seat of a previous run that crashed (see
+// sidecar_resume.go) or else claims a seat, waiting up to the wait timeout
+// (with a new session if the first is lost while it waits), and holds it
+// until ctx ends (then
 // it releases the seat and returns nil) or the seat is lost (then it
 // records the loss, keeps failing its probes for the loss grace and
 // returns an error wrapping ErrSeatLost).
 func (s *Sidecar) Run(ctx context.Context) error {
-	if err := s.update(s.Record()); err != nil {
-		return err
-	}
-	sess, cl, err := s.claim(ctx)
+	sess, cl, err := s.obtain(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting: nothing held
@@ -96,6 +95,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		_ = s.update(rec)
 		return err
 	}
+	s.saveState(resumeState{Pool: cl.Pool(), Lease: int64(sess.Lease()), State: StateHeld, Seat: cl.Seat(), Token: cl.Token()})
 	if err := s.update(s.heldRecord(ctx, sess, cl)); err != nil {
 		s.release(sess, cl)
 		return err
@@ -110,6 +110,23 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	case <-cl.Done():
 		return s.lose(ctx, sess, cl)
 	}
+}
+
+// obtain takes back the seat of a previous run, or else publishes that it
+// waits and claims one. The seat file is not rewritten before a resume, so
+// an app reading it meanwhile still sees the seat it holds.
+func (s *Sidecar) obtain(ctx context.Context) (*coordinator.Session, *coordinator.Claim, error) {
+	if sess, cl := s.resume(ctx); cl != nil {
+		return sess, cl, nil
+	}
+	if err := s.update(s.Record()); err != nil {
+		return nil, nil, err
+	}
+	sess, cl, err := s.claim(ctx)
+	if err != nil {
+		s.dropState()
+	}
+	return sess, cl, err
 }
 
 // claim opens a session and claims a seat, both bounded by the wait
@@ -129,6 +146,7 @@ func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator
 		if err != nil {
 			return nil, nil, s.waitErr(wctx, err)
 		}
+		s.saveState(resumeState{Pool: s.cfg.Pool, Lease: int64(sess.Lease()), State: StateWaiting, Seat: -1})
 		log := s.o.log.With("pool", s.cfg.Pool, "lease", leaseHex(sess.Lease()))
 		log.Info("claiming a seat", "holder", s.cfg.Holder)
 		cl, err := s.co.Claim(wctx, sess, s.cfg.Pool, s.claimOptions()...)
@@ -198,6 +216,7 @@ func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
 		s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
 	}
 	s.o.closeSession(sess)
+	s.dropState()
 	rec := s.Record()
 	rec.State = StateReleased
 	_ = s.update(rec)
@@ -217,6 +236,7 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	}
 	sleep(ctx, s.cfg.LossGrace.D())
 	s.o.closeSession(sess)
+	s.dropState()
 	return fmt.Errorf("%w: %w", ErrSeatLost, cause)
 }
 

@@ -2,12 +2,16 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
@@ -28,7 +32,8 @@ func TestSidecarReleasesOnCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
-	sc := NewSidecar(co, sidecarConfig(t))
+	cfg := sidecarConfig(t)
+	sc := NewSidecar(co, cfg)
 	srv := httptest.NewServer(sc.Handler(nil))
 	defer srv.Close()
 	rctx, stop := context.WithCancel(ctx)
@@ -49,6 +54,9 @@ func TestSidecarReleasesOnCancel(t *testing.T) {
 	}
 	if code := get(t, srv.URL+ReadyzPath); code != 503 {
 		t.Errorf("/readyz = %d after release, want 503", code)
+	}
+	if _, err := os.Stat(StatePath(cfg.SeatFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("resume state after release: %v, want none", err)
 	}
 }
 
@@ -112,5 +120,111 @@ func TestSidecarQueuesAgainAfterSessionLostWhileWaiting(t *testing.T) {
 	}
 	if rec := sc.Record(); rec.Lease != leaseHex(second) || rec.Token != seats[0].Token {
 		t.Errorf("record %+v does not match the seat %+v", rec, seats[0])
+	}
+}
+
+// crashedRun leaves what a sidecar killed with SIGKILL leaves: a claim of
+// pool p under a lease of ttl that nobody keeps alive, and a resume state
+// saying state. It returns the claim.
+func crashedRun(t *testing.T, cli *clientv3.Client, co *coordinator.Coordinator, cfg config.Sidecar, ttl time.Duration, state string) *coordinator.Claim {
+	t.Helper()
+	sess := agenttest.Session(t, cli, ttl)
+	cl := agenttest.Claim(t, co, sess, "p", coordinator.WithHolder("test"))
+	sess.Orphan()
+	st := resumeState{Pool: "p", Lease: int64(sess.Lease()), State: state, Seat: -1}
+	if state == StateHeld {
+		st.Seat, st.Token = cl.Seat(), cl.Token()
+	}
+	b, _ := json.Marshal(st)
+	if err := WriteFileAtomic(StatePath(cfg.SeatFile), b, stateFileMode); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// runSidecar runs sc until the test ends, then stops it and checks that
+// Run returned nil.
+func runSidecar(t *testing.T, sc *Sidecar) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	})
+}
+
+// TestSidecarResumesHeldSeat: a restart within the TTL keeps the seat, the
+// token and the lease; the state file is private and goes with the release.
+func TestSidecarResumesHeldSeat(t *testing.T) {
+	_, cli, co := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	cfg := sidecarConfig(t)
+	old := crashedRun(t, cli, co, cfg, 2*time.Second, StateHeld)
+	sc := NewSidecar(co, cfg)
+	runSidecar(t, sc)
+	agenttest.Eventually(t, 5*time.Second, "held", sc.Held)
+	rec := sc.Record()
+	if rec.Seat != old.Seat() || rec.Token != old.Token() || rec.Lease != leaseHex(old.Lease()) {
+		t.Fatalf("resumed record %+v, want seat %d token %d lease %x", rec, old.Seat(), old.Token(), old.Lease())
+	}
+	// Past the old lease's TTL the seat is still the same one.
+	agenttest.Consistently(t, 3*time.Second, "seat kept", func() bool {
+		ss, err := co.Seats(ctx, "p")
+		return err == nil && len(ss) == 1 && ss[0].Token == old.Token() && sc.Held()
+	})
+	fi, err := os.Stat(StatePath(cfg.SeatFile))
+	if err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("state file %v, %v: want it private", fi, err)
+	}
+}
+
+// TestSidecarRevokesWhatAWaitingRunLeft: the previous run crashed after its
+// seat was granted but before it recorded the grant. Its lease (TTL 30 s)
+// is revoked at once, which frees that seat, and the sidecar claims afresh
+// instead of waiting 30 s for it to expire.
+func TestSidecarRevokesWhatAWaitingRunLeft(t *testing.T) {
+	testSidecarClaimsAfresh(t, StateWaiting, nil)
+}
+
+// TestSidecarClaimsAfreshWhenSeatGone: the seat of the previous run was
+// force-released while the sidecar was down: the resume is refused by the
+// token and the sidecar revokes the old lease and claims afresh.
+func TestSidecarClaimsAfreshWhenSeatGone(t *testing.T) {
+	testSidecarClaimsAfresh(t, StateHeld, func(ctx context.Context, co *coordinator.Coordinator, old *coordinator.Claim) error {
+		_, err := co.ForceRelease(ctx, "p", old.Seat(), old.Token(), "test")
+		return err
+	})
+}
+
+func testSidecarClaimsAfresh(t *testing.T, state string, meanwhile func(context.Context, *coordinator.Coordinator, *coordinator.Claim) error) {
+	_, cli, co := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	cfg := sidecarConfig(t)
+	old := crashedRun(t, cli, co, cfg, 30*time.Second, state)
+	if meanwhile != nil {
+		if err := meanwhile(ctx, co, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := NewSidecar(co, cfg)
+	runSidecar(t, sc)
+	agenttest.Eventually(t, 10*time.Second, "held", sc.Held)
+	if rec := sc.Record(); rec.Token == old.Token() || rec.Lease == leaseHex(old.Lease()) {
+		t.Errorf("record %+v: want a fresh claim, not token %d lease %x", rec, old.Token(), old.Lease())
+	}
+	if ttl, err := cli.TimeToLive(ctx, old.Lease()); err != nil || ttl.TTL != -1 {
+		t.Errorf("old lease TTL %v, %v: want it revoked", ttl, err)
+	}
+	st, ok := sc.loadState()
+	if !ok || st.State != StateHeld || st.Token != sc.Record().Token {
+		t.Errorf("state %+v (%v) after the fresh claim", st, ok)
 	}
 }

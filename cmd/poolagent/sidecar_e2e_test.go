@@ -28,8 +28,14 @@ type sidecarProc struct {
 // startSidecar runs `poolagent sidecar` for pool against endpoint.
 func startSidecar(t *testing.T, endpoint, pool, holder string, extra ...string) *sidecarProc {
 	t.Helper()
+	return startSidecarOn(t, filepath.Join(t.TempDir(), "seat.json"), endpoint, pool, holder, extra...)
+}
+
+// startSidecarOn is startSidecar with the seat file given: a restarted
+// sidecar is started on the file of the one it replaces.
+func startSidecarOn(t *testing.T, seatFile, endpoint, pool, holder string, extra ...string) *sidecarProc {
+	t.Helper()
 	listen := freeAddr(t)
-	seatFile := filepath.Join(t.TempDir(), "seat.json")
 	args := append([]string{"sidecar", "--endpoints", endpoint, "--pool", pool, "--holder", holder,
 		"--ttl", sidecarTTL.String(), "--dial-timeout", "1s", "--listen", listen, "--seat-file", seatFile,
 		"--loss-grace", "500ms", "--log-level", "debug"}, extra...)
@@ -179,5 +185,61 @@ func TestSidecarQueuesAgainAfterLeaseRevoked(t *testing.T) {
 	b.waitReady(t)
 	if rec := b.record(t); rec.State != agent.StateHeld || rec.Holder != "b" {
 		t.Errorf("b's seat file %+v, want held by b", rec)
+	}
+}
+
+// TestSidecarRestartWithinTTLKeepsSeatAndToken SIGKILLs a holding sidecar
+// and starts it again on the same seat file, as the kubelet does, well
+// within its 4 s TTL: it must hold the same seat under the same token and
+// lease, and the waiter queued behind it must not have been granted
+// anything meanwhile.
+func TestSidecarRestartWithinTTLKeepsSeatAndToken(t *testing.T) {
+	c := etcdtest.Start(t)
+	co := agenttest.Coordinator(t, c.Client(t))
+	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	a := startSidecar(t, c.Endpoint(0), "p", "a", "--ttl", "4s")
+	a.waitReady(t)
+	before := a.record(t)
+	b := startSidecar(t, c.Endpoint(0), "p", "b")
+	agenttest.Eventually(t, 10*time.Second, "b queued", func() bool { return queueLen(t, co, "p") == 1 })
+
+	killed := time.Now()
+	a.signal(t, syscall.SIGKILL)
+	a.wait(t, 5*time.Second)
+	restarted := time.Now()
+	a2 := startSidecarOn(t, a.seatFile, c.Endpoint(0), "p", "a", "--ttl", "4s")
+	a2.waitReady(t)
+	t.Logf("SIGKILL -> re-adopted and ready %v (restart -> ready %v)", time.Since(killed), time.Since(restarted))
+	after := a2.record(t)
+	if after.Seat != before.Seat || after.Token != before.Token || after.Lease != before.Lease {
+		t.Fatalf("after restart %+v, want seat %d token %d lease %s", after, before.Seat, before.Token, before.Lease)
+	}
+	s, ok := heldBy(seats(t, co, "p"), "a")
+	if !ok || s.Token != before.Token || b.ready() || queueLen(t, co, "p") != 1 {
+		t.Fatalf("after restart: a holds %+v (%v), b ready %v, queue %d", s, ok, b.ready(), queueLen(t, co, "p"))
+	}
+	// The resumed lease is kept alive past the TTL it had when killed.
+	agenttest.Consistently(t, 5*time.Second, "seat kept", func() bool {
+		s, ok := heldBy(seats(t, co, "p"), "a")
+		return ok && s.Token == before.Token && a2.ready() && !b.ready()
+	})
+	a2.signal(t, syscall.SIGTERM)
+	b.waitReady(t)
+}
+
+// TestSidecarRestartAfterTTLClaimsAfresh SIGKILLs a holding sidecar and
+// starts it again only once its lease has expired: it must claim afresh,
+// with a new token and lease.
+func TestSidecarRestartAfterTTLClaimsAfresh(t *testing.T) {
+	c, co, a := startHolder(t)
+	before := a.record(t)
+	a.signal(t, syscall.SIGKILL)
+	a.wait(t, 5*time.Second)
+	agenttest.Eventually(t, 10*time.Second, "old seat expired", func() bool { return len(seats(t, co, "p")) == 0 })
+	a2 := startSidecarOn(t, a.seatFile, c.Endpoint(0), "p", "a")
+	a2.waitReady(t)
+	after := a2.record(t)
+	if after.Token == before.Token || after.Lease == before.Lease || after.State != agent.StateHeld {
+		t.Fatalf("after a restart past the TTL %+v, want a fresh claim (old token %d lease %s)", after, before.Token, before.Lease)
 	}
 }

@@ -30,7 +30,10 @@ it waits is replaced and it queues again, within --wait-timeout), writes the
 claim to the seat file (JSON and env form) and answers /startupz and /readyz
 only while the seat is held. On SIGTERM it releases the seat and exits 0. If the
 seat is lost it rewrites the file, fails its probes and exits 3 after the loss
-grace.`,
+grace. It keeps its lease, seat and token in <seat-file>.state (mode 0600): a
+sidecar restarted after a crash takes the same seat back, under the same
+token, if its lease is still alive; otherwise it revokes the old lease and
+claims afresh.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
 	}

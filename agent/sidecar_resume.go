@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// Surviving a restart. A native sidecar that crashes or is OOM-killed is
+// restarted by the kubelet within seconds, into the same pod and the same
+// emptyDir. The sidecar keeps its lease (and, once granted, its seat and
+// token) in a state file next to the seat file, so that the next run can
+// take the seat back instead of queueing behind everyone while its old
+// seat waits to expire:
+//
+//   - held, and the lease still alive: resume the session and adopt the
+//     seat if etcd shows it still held under that token and lease (both
+//     checked by the server, see coordinator.Adopt): same seat, same token.
+//   - anything else (the lease expired, the seat was lost, the previous run
+//     was still waiting, the pool changed): revoke the old lease, which
+//     frees at once whatever is still bound to it (a queue entry that would
+//     otherwise stand in line until its TTL, a seat granted just before the
+//     crash), and claim afresh, at the back of the queue.
+//
+// The state file is written before the seat file says "held", and the lease
+// is recorded before the claim is sent, so a crash at any point leaves
+// either a state to resume or a lease to revoke. Resuming is only sound
+// because the previous run is dead: one sidecar per seat file.
+
+// resumeState is what the state file holds.
+type resumeState struct {
+	// Pool is the pool the lease claims from.
+	Pool string `json:"pool"`
+	// Lease is the session lease.
+	Lease int64 `json:"lease"`
+	// State is StateWaiting until the seat is granted, then StateHeld.
+	State string `json:"state"`
+	// Seat and Token name the held seat; -1 and 0 while waiting.
+	Seat  int   `json:"seat"`
+	Token int64 `json:"token"`
+}
+
+// StatePath returns where the sidecar whose seat file is seatFile keeps
+// its resume state: the seat file's path with ".state" appended, written
+// with mode 0600 (less the umask).
+func StatePath(seatFile string) string { return seatFile + ".state" }
+
+// saveState records st. A failure is logged: it costs the resume, not
+// safety.
+func (s *Sidecar) saveState(st resumeState) {
+	b, _ := json.Marshal(st)
+	if err := WriteFileAtomic(StatePath(s.cfg.SeatFile), append(b, '\n'), stateFileMode); err != nil {
+		s.o.log.Warn("cannot write the resume state; a restart will claim afresh", "err", err)
+	}
+}
+
+// dropState removes the state once the lease is revoked or given up.
+func (s *Sidecar) dropState() {
+	if err := os.Remove(StatePath(s.cfg.SeatFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.o.log.Warn("cannot remove the resume state", "err", err)
+	}
+}
+
+func (s *Sidecar) loadState() (resumeState, bool) {
+	var st resumeState
+	b, err := os.ReadFile(StatePath(s.cfg.SeatFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return st, false
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil || st.Lease == 0 {
+		s.o.log.Warn("ignoring an unreadable resume state", "path", StatePath(s.cfg.SeatFile), "err", err)
+		return st, false
+	}
+	return st, true
+}
+
+// resume takes back the session and seat of the previous run, or returns
+// nils after revoking whatever that run left (see above). It gives up on
+// etcd after one TTL: a lease that could not be kept alive that long may
+// be gone.
+func (s *Sidecar) resume(ctx context.Context) (*coordinator.Session, *coordinator.Claim) {
+	st, ok := s.loadState()
+	if !ok {
+		return nil, nil
+	}
+	lease := clientv3.LeaseID(st.Lease)
+	log := s.o.log.With("pool", st.Pool, "lease", leaseHex(lease), "seat", st.Seat, "token", st.Token)
+	if st.State == StateHeld && st.Pool == s.cfg.Pool {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.TTL.D())
+		sess, cl, err := s.adopt(rctx, lease, st)
+		cancel()
+		if err == nil {
+			log.Info("seat resumed after a restart")
+			return sess, cl
+		}
+		log.Info("cannot resume the previous seat; claiming afresh", "err", err)
+	} else {
+		log.Info("previous run held no seat; revoking its lease and claiming afresh", "state", st.State)
+	}
+	s.revoke(lease)
+	s.dropState()
+	return nil, nil
+}
+
+// adopt resumes lease and adopts the seat of st, retrying what may be
+// transient until ctx ends.
+func (s *Sidecar) adopt(ctx context.Context, lease clientv3.LeaseID, st resumeState) (*coordinator.Session, *coordinator.Claim, error) {
+	onFailure := func(err error) {
+		s.o.log.Debug("keepalive failed", "err", err)
+		s.o.onKeepAliveFailure(err)
+	}
+	var sess *coordinator.Session
+	err := s.retry(ctx, func(rctx context.Context) (err error) {
+		sess, err = coordinator.ResumeSession(rctx, s.co.Client(), lease, coordinator.WithKeepAliveFailure(onFailure))
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var cl *coordinator.Claim
+	err = s.retry(ctx, func(rctx context.Context) (err error) {
+		cl, err = s.co.Adopt(rctx, sess, st.Pool, st.Seat, st.Token)
+		return err
+	})
+	if err != nil {
+		s.o.closeSession(sess)
+		return nil, nil, err
+	}
+	return sess, cl, nil
+}
+
+// retry calls f, each call bounded by the request timeout, until it
+// succeeds, fails for good (the lease or seat is gone, bad input), or ctx
+// ends.
+func (s *Sidecar) retry(ctx context.Context, f func(context.Context) error) error {
+	bo := newBackoff(50*time.Millisecond, time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
+		err := f(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, coordinator.ErrSessionExpired), errors.Is(err, coordinator.ErrNotHeld),
+			errors.Is(err, coordinator.ErrStaleToken), errors.Is(err, coordinator.ErrInvalid):
+			return err
+		}
+		if !sleep(ctx, bo.next()) {
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		}
+	}
+}
+
+// revoke revokes a lease this sidecar no longer uses, bounded by the
+// request timeout; one that cannot be revoked expires after its TTL.
+func (s *Sidecar) revoke(lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
+	defer cancel()
+	if _, err := s.co.Client().Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.o.log.Warn("cannot revoke the previous lease; it expires after its TTL", "lease", leaseHex(lease), "err", err)
+	}
+}

@@ -1,0 +1,166 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Resuming after a restart. A claimant that restarts within its lease's TTL
+// (a sidecar container restarted by the kubelet after a crash or an OOM kill)
+// can take its session and its seat back instead of queueing again: it
+// keeps the lease ID, the seat number and the token somewhere that survives
+// the restart, then calls ResumeSession and Adopt.
+//
+// What this guarantees: ResumeSession returns a session only if the server
+// answered a keepalive of the lease, and its local deadline is counted from
+// that keepalive's send, as for NewSession. Adopt returns a claim only if
+// the server's answer, at one revision, shows the seat key created at the
+// token and bound to the session's lease. Both verdicts come from etcd, never
+// from what the caller remembers.
+//
+// What it does NOT guarantee:
+//
+//   - that the previous process is gone. A lease ID is a bearer credential:
+//     anyone who knows it can keep it alive. If the previous owner of the
+//     lease is still running (paused, partitioned), it and the resumer both
+//     act as the holder, under the same token, and fencing cannot tell them
+//     apart. Resume only what a dead process held (a restarted container).
+//   - that the seat is still held a moment later: watch Claim.Done.
+//   - a place in the queue. A waiter's queue entry is not resumed; a
+//     resumed session that claims again queues at the back, and the old
+//     entry, still bound to the same lease, would stand ahead of it. Revoke
+//     a waiter's lease instead of resuming it.
+
+// ResumeSession takes over a live lease: it sends one keepalive and, if the
+// server still has the lease, keeps it alive from then on exactly like
+// NewSession. The session's TTL is the lease's own, as the server reports
+// it (WithTTL is ignored); WithMargin and WithKeepAliveFailure apply. The
+// local deadline starts when the first keepalive was SENT. ctx bounds that
+// keepalive only. It returns an error wrapping ErrSessionExpired when the
+// lease is gone; any other error leaves the question open (retry, or give
+// the lease up).
+func ResumeSession(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, opts ...SessionOption) (*Session, error) {
+	if cli == nil || lease == clientv3.NoLease {
+		return nil, fmt.Errorf("%w: resume needs a client and a lease", ErrInvalid)
+	}
+	o := sessionOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	sent := time.Now()
+	resp, err := cli.KeepAliveOnce(ctx, lease)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
+		return nil, expiredErr(lease)
+	case err != nil:
+		return nil, fmt.Errorf("coordinator: resume lease %x: %w", lease, err)
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	if o.margin == 0 {
+		o.margin = max(ttl/10, 200*time.Millisecond)
+	}
+	if o.margin <= 0 || o.margin >= ttl/3 {
+		return nil, fmt.Errorf("%w: margin %v must be in (0, TTL/3) for the lease's TTL %v", ErrInvalid, o.margin, ttl)
+	}
+	return startSession(cli, lease, ttl, o, sent), nil
+}
+
+// startSession builds a Session around a lease the server confirmed at
+// sent (a grant or a keepalive sent then) and starts its keepalive loop.
+// It is the construction NewSession also does; the two should share it.
+func startSession(cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, o sessionOptions, sent time.Time) *Session {
+	lctx, cancel := context.WithCancel(context.Background())
+	s := &Session{
+		cli: cli, id: id, ttl: ttl, margin: o.margin, onFailure: o.onFailure,
+		cancel: cancel, donec: make(chan struct{}), loopc: make(chan struct{}),
+	}
+	s.deadline = sent.Add(ttl - o.margin)
+	go s.keepAlive(lctx)
+	return s
+}
+
+// Adopt returns the claim on seat of pool that session s holds under token,
+// for a claimant that lost its Claim (a restarted process) but resumed its
+// session with ResumeSession. It reads the seat in one transaction whose
+// compares, on the server, check that the seat key's create revision is
+// token and that the key is bound to s's lease; if the seat is bound to an
+// instance, that instance is read at the same revision. It returns an error
+// wrapping ErrStaleToken if the seat is held under another token,
+// ErrNotHeld if it is free or bound to another lease, ErrSessionExpired if
+// s has ended. ctx bounds the reads.
+//
+// The claim behaves like one returned by Claim: Release is fenced by token
+// and Done reports a loss, including one that happened before Adopt was
+// called but after the revision it read. An instance that had already left
+// at that revision is reported by Done as ErrInstanceGone.
+func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat int, token int64) (*Claim, error) {
+	if err := ValidateName(pool); err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	if s == nil || seat < 0 || seat >= MaxCapacity || token <= 0 {
+		return nil, fmt.Errorf("%w: adopt needs a session, a seat in 0..%d and a positive token", ErrInvalid, MaxCapacity-1)
+	}
+	if s.Err() != nil {
+		return nil, expiredErr(s.Lease())
+	}
+	key := c.k.seat(pool, seat)
+	resp, err := c.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", token),
+		clientv3.Compare(clientv3.LeaseValue(key), "=", int64(s.Lease())),
+	).Then(clientv3.OpGet(key)).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: adopt pool %q seat %d: %w", pool, seat, err)
+	}
+	kvs := rangeKvs(resp)
+	if !resp.Succeeded {
+		return nil, notAdoptable(pool, seat, token, s.Lease(), kvs)
+	}
+	rec := seatRecord{TenantSlot: -1, BindSlot: -1}
+	if err := json.Unmarshal(kvs[0].Value, &rec); err != nil {
+		return nil, fmt.Errorf("%w: pool %q seat %d has a malformed value: %v", ErrInvalid, pool, seat, err)
+	}
+	inst, err := c.instanceAt(ctx, pool, rec.Instance, resp.Header.Revision)
+	if err != nil {
+		return nil, err
+	}
+	c.log.Debug("seat adopted", "pool", pool, "seat", seat, "token", token, "lease", fmt.Sprintf("%x", s.Lease()))
+	return c.newClaim(s, pool, seat, token, rec, inst), nil
+}
+
+// notAdoptable tells why the seat key read by Adopt is not the claim.
+func notAdoptable(pool string, seat int, token int64, lease clientv3.LeaseID, kvs []*mvccpb.KeyValue) error {
+	switch {
+	case len(kvs) == 0:
+		return fmt.Errorf("%w: pool %q seat %d is free", ErrNotHeld, pool, seat)
+	case kvs[0].CreateRevision != token:
+		return fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", ErrStaleToken, pool, seat, kvs[0].CreateRevision, token)
+	}
+	return fmt.Errorf("%w: pool %q seat %d is bound to lease %x, not %x", ErrNotHeld, pool, seat, kvs[0].Lease, lease)
+}
+
+// instanceAt reads instance id of pool at revision rev: nil for an
+// anonymous seat, only the ID if the instance was gone at rev (the claim's
+// monitor then reports ErrInstanceGone).
+func (c *Coordinator) instanceAt(ctx context.Context, pool, id string, rev int64) (*Instance, error) {
+	if id == "" {
+		return nil, nil
+	}
+	resp, err := c.cli.Get(ctx, c.k.instance(pool, id), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: adopt: read instance %q: %w", id, err)
+	}
+	var in Instance
+	if len(resp.Kvs) == 1 && json.Unmarshal(resp.Kvs[0].Value, &in) == nil {
+		in.defaults()
+		in.Lease, in.Revision = clientv3.LeaseID(resp.Kvs[0].Lease), resp.Kvs[0].ModRevision
+	}
+	in.ID = id
+	return &in, nil
+}
