@@ -62,28 +62,11 @@ func ResumeSession(ctx context.Context, cli *clientv3.Client, lease clientv3.Lea
 	case err != nil:
 		return nil, fmt.Errorf("coordinator: resume lease %x: %w", lease, err)
 	}
-	ttl := time.Duration(resp.TTL) * time.Second
-	if o.margin == 0 {
-		o.margin = max(ttl/10, 200*time.Millisecond)
+	o.ttl = time.Duration(resp.TTL) * time.Second
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("resume lease %x: %w", lease, err)
 	}
-	if o.margin <= 0 || o.margin >= ttl/3 {
-		return nil, fmt.Errorf("%w: margin %v must be in (0, TTL/3) for the lease's TTL %v", ErrInvalid, o.margin, ttl)
-	}
-	return startSession(cli, lease, ttl, o, sent), nil
-}
-
-// startSession builds a Session around a lease the server confirmed at
-// sent (a grant or a keepalive sent then) and starts its keepalive loop.
-// It is the construction NewSession also does; the two should share it.
-func startSession(cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, o sessionOptions, sent time.Time) *Session {
-	lctx, cancel := context.WithCancel(context.Background())
-	s := &Session{
-		cli: cli, id: id, ttl: ttl, margin: o.margin, onFailure: o.onFailure,
-		cancel: cancel, donec: make(chan struct{}), loopc: make(chan struct{}),
-	}
-	s.deadline = sent.Add(ttl - o.margin)
-	go s.keepAlive(lctx)
-	return s
+	return startSession(cli, lease, o.ttl, sent, o), nil
 }
 
 // Adopt returns the claim on seat of pool that session s holds under token,
