@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,9 +72,12 @@ type chaos struct {
 	arrivals  map[int64]time.Time // revision -> when the history watch saw it
 	seq       int
 
-	idleSince time.Time       // a seat free while someone waits, since
-	idleDurs  []time.Duration // how long each such stretch lasted
+	idleSince time.Time   // a seat free while someone waits, since
+	stretches []stretch   // each such stretch
+	elections []time.Time // when the nemesis killed or stopped the leader
+	cutoffs   []time.Time // when it killed, paused or cut off a claimant
 	start     time.Time
+	seen      int64    // the history has applied every revision up to this
 	timeline  []string // faults and long idle stretches, for the log
 }
 
@@ -167,10 +171,13 @@ func (ch *chaos) run(dur time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){ch.nemesis, ch.compactor, ch.history} {
+	for _, loop := range []func(context.Context){ch.nemesis, ch.compactor} {
 		wg.Add(1)
 		go func() { defer wg.Done(); loop(ctx) }()
 	}
+	hctx, stopHistory := context.WithCancel(context.Background())
+	histDone := make(chan struct{})
+	go func() { defer close(histDone); ch.history(hctx) }()
 	<-ctx.Done()
 	wg.Wait()
 	ch.heal()
@@ -189,9 +196,9 @@ func (ch *chaos) run(dur time.Duration) {
 			_ = cp.cmd.Process.Kill()
 		}
 	}
-	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel2()
-	ch.drainHistory(ctx2)
+	ch.waitHistory()
+	stopHistory()
+	<-histDone
 	ch.stopW()
 }
 
@@ -215,6 +222,9 @@ func (ch *chaos) heal() {
 func (ch *chaos) fault(kind string) {
 	ch.mu.Lock()
 	ch.faults[kind]++
+	if strings.HasPrefix(kind, "claimant-") {
+		ch.cutoffs = append(ch.cutoffs, time.Now())
+	}
 	if kind != "compaction" {
 		ch.timeline = append(ch.timeline, fmt.Sprintf("%6.2fs %s", time.Since(ch.start).Seconds(), kind))
 	}
@@ -291,6 +301,11 @@ func (ch *chaos) memberFault(kind string, leader bool, f func(int)) {
 		i = (l + 1 + rand.IntN(2)) % 3
 	}
 	ch.fault(kind)
+	if leader {
+		ch.mu.Lock()
+		ch.elections = append(ch.elections, time.Now())
+		ch.mu.Unlock()
+	}
 	f(i)
 }
 
@@ -356,25 +371,27 @@ func (ch *chaos) apply(wr clientv3.WatchResponse) {
 	ch.mu.Unlock()
 	groupByRevision(wr.Events, ch.hist.revision)
 	ch.idle(now)
+	ch.mu.Lock()
+	ch.seen = max(ch.seen, wr.Header.Revision)
+	ch.mu.Unlock()
 }
 
-func (ch *chaos) drainHistory(ctx context.Context) {
+// waitHistory waits until the history has applied every revision so far.
+func (ch *chaos) waitHistory() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	end, err := ch.cli.Get(ctx, "end-marker")
 	if err != nil {
 		ch.t.Fatal(err)
 	}
-	for ch.hist.rev < end.Header.Revision {
-		select {
-		case <-ctx.Done():
-			ch.t.Fatalf("history did not reach revision %d", end.Header.Revision)
-		case wr, ok := <-ch.wch:
-			if !ok || wr.Err() != nil {
-				ch.t.Fatalf("history watch ended: %v", wr.Err())
-			}
-			ch.apply(wr)
-			if wr.Header.Revision >= end.Header.Revision {
-				return
-			}
+	for ctx.Err() == nil {
+		ch.mu.Lock()
+		seen := ch.seen
+		ch.mu.Unlock()
+		if seen >= end.Header.Revision {
+			return
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	ch.t.Fatalf("history did not reach revision %d", end.Header.Revision)
 }

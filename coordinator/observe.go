@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -48,30 +49,81 @@ func (c *Coordinator) readPool(ctx context.Context, pool string) (*poolState, er
 	return st, nil
 }
 
-// Seats lists a pool's held seats in seat order, with lease TTL left.
+// MaxTTLLookups bounds the lease TTL requests one Seats call makes: the
+// seats of the first MaxTTLLookups distinct leases, in seat order, get
+// their TTL left; the others report TTL -1 (unknown). etcd has no batch
+// TTL request, so this keeps Seats on a pool of 10,000 holders at one read
+// plus a bounded number of small requests.
+const MaxTTLLookups = 64
+
+// ttlWorkers is how many TTL requests Seats has in flight at once.
+const ttlWorkers = 8
+
+// Seats lists a pool's held seats in seat order, with lease TTL left (see
+// MaxTTLLookups).
 func (c *Coordinator) Seats(ctx context.Context, pool string) ([]Seat, error) {
 	st, err := c.readPool(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
 	var out []Seat
-	ttls := map[clientv3.LeaseID]time.Duration{}
-	for _, kv := range st.seats {
-		s, ok := c.seatOf(pool, kv)
+	var leases []clientv3.LeaseID
+	seen := map[clientv3.LeaseID]bool{}
+	for _, n := range sortedSlots(st.seats) {
+		s, ok := c.seatOf(pool, st.seats[n])
 		if !ok {
 			continue
 		}
-		if _, seen := ttls[s.Lease]; !seen {
-			ttls[s.Lease] = -1
-			if r, err := c.cli.TimeToLive(ctx, s.Lease); err == nil && r.TTL >= 0 {
-				ttls[s.Lease] = time.Duration(r.TTL) * time.Second
-			}
+		if !seen[s.Lease] && len(leases) < MaxTTLLookups {
+			seen[s.Lease] = true
+			leases = append(leases, s.Lease)
 		}
-		s.TTL = ttls[s.Lease]
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seat < out[j].Seat })
+	ttls := c.leaseTTLs(ctx, leases)
+	for i := range out {
+		if ttl, ok := ttls[out[i].Lease]; ok {
+			out[i].TTL = ttl
+		}
+	}
 	return out, nil
+}
+
+// leaseTTLs asks for the TTL left of each lease, ttlWorkers at a time. A
+// lease whose request fails is left out.
+func (c *Coordinator) leaseTTLs(ctx context.Context, leases []clientv3.LeaseID) map[clientv3.LeaseID]time.Duration {
+	var mu sync.Mutex
+	out := map[clientv3.LeaseID]time.Duration{}
+	work := make(chan clientv3.LeaseID)
+	var wg sync.WaitGroup
+	for range min(ttlWorkers, len(leases)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				if r, err := c.cli.TimeToLive(ctx, id); err == nil && r.TTL >= 0 {
+					mu.Lock()
+					out[id] = time.Duration(r.TTL) * time.Second
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, id := range leases {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+func sortedSlots[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
 }
 
 // Queue lists a pool's waiters in the order they will be served.

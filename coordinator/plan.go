@@ -71,7 +71,7 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	if err := s.planQueue(p, req); err != nil {
 		return nil, err
 	}
-	seat, cmps, ok := takeSlot(s.seats2revs(), s.spec.Capacity, s.rev, s.k.seats(s.pool), func(n int) string { return s.k.seat(s.pool, n) })
+	seat, cmps, ok := takeSlot(s.seatRevs, s.spec.Capacity, s.seatsAbove > 0, s.rev, s.k.seats(s.pool), func(n int) string { return s.k.seat(s.pool, n) })
 	if !ok {
 		return nil, &NoSeatError{Pool: s.pool, Reason: WaitPoolFull,
 			Detail: fmt.Sprintf("pool %q holds %d of %d", s.pool, len(s.seats), s.spec.Capacity)}
@@ -130,7 +130,7 @@ func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {
 	if !limited {
 		return nil
 	}
-	n, cmps, ok := takeSlot(s.tenants[t], limit, s.rev, s.k.tenants(s.pool, t), func(n int) string { return s.k.tenant(s.pool, t, n) })
+	n, cmps, ok := takeSlot(s.tenants[t], limit, anyAtOrAbove(s.tenants[t], limit), s.rev, s.k.tenants(s.pool, t), func(n int) string { return s.k.tenant(s.pool, t, n) })
 	if !ok {
 		return &NoSeatError{Pool: s.pool, Reason: WaitTenantLimit,
 			Detail: fmt.Sprintf("tenant %q holds %d of its limit %d", t, len(s.tenants[t]), limit)}
@@ -161,7 +161,7 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 		if !s.fits(id, in, o) {
 			continue
 		}
-		n, cmps, ok := takeSlot(s.binds[id], in.Seats, s.rev, s.k.binds(s.pool, id), func(n int) string { return s.k.bind(s.pool, id, n) })
+		n, cmps, ok := takeSlot(s.binds[id], in.Seats, anyAtOrAbove(s.binds[id], in.Seats), s.rev, s.k.binds(s.pool, id), func(n int) string { return s.k.bind(s.pool, id, n) })
 		// Spread load: prefer the least loaded instance, ties at random.
 		load := len(s.binds[id])
 		if ok && (best == nil || load < bestLoad || (load == bestLoad && rand.IntN(2) == 0)) {
@@ -221,12 +221,16 @@ func (o claimOptions) constrained() bool {
 	return o.tenant != "" || o.instance != "" || len(o.labels) > 0
 }
 
-func (s *poolState) seats2revs() map[int]int64 {
-	m := make(map[int]int64, len(s.seats))
-	for n, kv := range s.seats {
-		m[n] = kv.CreateRevision
+// anyAtOrAbove reports whether a slot at or above limit is held. It is for
+// the small per-tenant and per-instance sets; the pool's seats keep a count
+// (poolState.seatsAbove) so that planning does not scan every held seat.
+func anyAtOrAbove(held map[int]int64, limit int) bool {
+	for n := range held {
+		if n >= limit {
+			return true
+		}
 	}
-	return m
+	return false
 }
 
 // takeSlot picks a free slot in [0, limit) of a set whose held slots are
@@ -241,16 +245,11 @@ func (s *poolState) seats2revs() map[int]int64 {
 //     prefix has CreateRevision <= rev. Keys only appear by creation, so the
 //     set held now is a subset of the set this state saw at rev, which held
 //     fewer than limit (counted below).
-func takeSlot(held map[int]int64, limit int, rev int64, prefix string, key func(int) string) (int, []clientv3.Cmp, bool) {
+//
+// high says whether a slot at or above limit is held.
+func takeSlot(held map[int]int64, limit int, high bool, rev int64, prefix string, key func(int) string) (int, []clientv3.Cmp, bool) {
 	if len(held) >= limit {
 		return 0, nil, false
-	}
-	high := false
-	for n := range held {
-		if n >= limit {
-			high = true
-			break
-		}
 	}
 	if high && rev == 0 {
 		return 0, nil, false // the slow path needs a real snapshot

@@ -27,6 +27,9 @@ func retry(ctx context.Context, s *Session, f func() error) error {
 			return s.lostErr()
 		case <-time.After(d):
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		// Capped at 500 ms: a waiter resumes within about half a second of
+		// etcd answering again (an election takes about 1 s), and a
+		// thousand waiters retry at most 2000 times a second in all.
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }

@@ -56,3 +56,48 @@ func TestUncontendedClaimIsOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSeatsBoundsTTLLookups: listing the seats of many holders reads the
+// pool once and asks for at most MaxTTLLookups lease TTLs, whatever the
+// number of holders.
+func TestSeatsBoundsTTLLookups(t *testing.T) {
+	var ttlCalls atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.Lease/LeaseTimeToLive" {
+			ttlCalls.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{sharedEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	c := newCoordOn(t, cli, coordinator.WithPrefix("/seatsttl"))
+	ctx := ctxT(t, 60*time.Second)
+	const holders = coordinator.MaxTTLLookups + 36
+	createPool(t, c, "p", coordinator.PoolSpec{Capacity: holders})
+	for range holders {
+		mustClaim(t, ctx, c, newSession(t, cli, 30*time.Second), "p")
+	}
+	ttlCalls.Store(0)
+	seats, err := c.Seats(ctx, "p")
+	if err != nil || len(seats) != holders {
+		t.Fatalf("Seats: %d seats, %v", len(seats), err)
+	}
+	known := 0
+	for i, s := range seats {
+		if s.TTL > 0 {
+			known++
+		}
+		if i > 0 && seats[i-1].Seat >= s.Seat {
+			t.Fatalf("seats out of order at %d", i)
+		}
+	}
+	if n := ttlCalls.Load(); n > coordinator.MaxTTLLookups || known != coordinator.MaxTTLLookups {
+		t.Fatalf("%d TTL requests, %d seats with a TTL; want %d of each", n, known, coordinator.MaxTTLLookups)
+	}
+}

@@ -26,6 +26,10 @@ type poolState struct {
 	specErr error
 
 	seats     map[int]*mvccpb.KeyValue
+	seatRevs  map[int]int64 // seat -> create revision, kept with seats
+	// seatsAbove counts held seats at or above the capacity (after a
+	// shrink); kept on every change so that a plan is O(1) in held seats.
+	seatsAbove int
 	instances map[string]Instance
 	binds     map[string]map[int]int64 // instance -> slot -> create revision
 	tenants   map[string]map[int]int64 // tenant -> slot -> create revision
@@ -44,6 +48,8 @@ func newPoolState(k keys, pool string) *poolState {
 func (s *poolState) reset() {
 	s.specKV, s.spec, s.specErr = nil, PoolSpec{}, nil
 	s.seats = map[int]*mvccpb.KeyValue{}
+	s.seatRevs = map[int]int64{}
+	s.seatsAbove = 0
 	s.instances = map[string]Instance{}
 	s.binds = map[string]map[int]int64{}
 	s.tenants = map[string]map[int]int64{}
@@ -96,6 +102,7 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 	case segSpec:
 		s.specKV = kv
 		s.spec, s.specErr = decodeSpec(s.pool, kv.Value)
+		s.countAbove()
 	case segInstances:
 		var in Instance
 		if json.Unmarshal(kv.Value, &in) != nil || in.ID != pk.Name {
@@ -108,7 +115,10 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		in.Lease, in.Revision = clientv3.LeaseID(kv.Lease), kv.ModRevision
 		s.instances[pk.Name] = in
 	case segSeats:
-		s.seats[pk.Slot] = kv
+		if _, had := s.seats[pk.Slot]; !had && pk.Slot >= s.spec.Capacity {
+			s.seatsAbove++
+		}
+		s.seats[pk.Slot], s.seatRevs[pk.Slot] = kv, kv.CreateRevision
 	case segBinds:
 		setSlot(s.binds, pk.Name, pk.Slot, kv.CreateRevision)
 	case segTenants:
@@ -131,10 +141,15 @@ func (s *poolState) del(key string) {
 	switch pk.Seg {
 	case segSpec:
 		s.specKV, s.spec, s.specErr = nil, PoolSpec{}, nil
+		s.countAbove()
 	case segInstances:
 		delete(s.instances, pk.Name)
 	case segSeats:
+		if _, had := s.seats[pk.Slot]; had && pk.Slot >= s.spec.Capacity {
+			s.seatsAbove--
+		}
 		delete(s.seats, pk.Slot)
+		delete(s.seatRevs, pk.Slot)
 	case segBinds:
 		delSlot(s.binds, pk.Name, pk.Slot)
 	case segTenants:
@@ -145,6 +160,17 @@ func (s *poolState) del(key string) {
 		delete(s.grants, pk.Name)
 	case segFences:
 		delete(s.fences, leaseOfHex(pk.Name))
+	}
+}
+
+// countAbove recounts the seats at or above the capacity: once per spec
+// change, so O(held) only then.
+func (s *poolState) countAbove() {
+	s.seatsAbove = 0
+	for n := range s.seats {
+		if n >= s.spec.Capacity {
+			s.seatsAbove++
+		}
 	}
 }
 
