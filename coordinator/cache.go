@@ -24,6 +24,10 @@ type sharedState struct {
 func (c *Coordinator) shared(pool string) *sharedState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.sharedLocked(pool)
+}
+
+func (c *Coordinator) sharedLocked(pool string) *sharedState {
 	s, ok := c.states[pool]
 	if !ok {
 		s = &sharedState{st: newPoolState(c.k, pool)}

@@ -63,7 +63,7 @@ type stretch struct{ from, to time.Time }
 // key must expire in turn.
 func (ch *chaos) checkIdle() {
 	var durs []time.Duration
-	worst := time.Duration(0)
+	worst := -time.Hour
 	for _, s := range ch.stretches {
 		d := s.to.Sub(s.from)
 		durs = append(durs, d)
@@ -129,8 +129,8 @@ func (ch *chaos) lossBeforeRegrant() (judged, excused int) {
 		for i := 1; i < len(tokens); i++ {
 			prev, next := granted[claimID{seat, tokens[i-1]}], tokens[i]
 			d, saw := done[claimID{seat, prev.Token}]
-			if saw && d.Released {
-				continue // given back, not lost
+			if (saw && d.Released) || ch.hist.released[fmt.Sprintf("%sseats/%07d", ch.hist.prefix, seat)][prev.Token] {
+				continue // given back (the history shows its own release record), not lost
 			}
 			s, ok := sent[next]
 			if !ok {

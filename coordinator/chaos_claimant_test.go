@@ -151,12 +151,16 @@ func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Cli
 		_, _ = cli.Txn(wctx).If(cl.IsOwner()).Then(clientv3.OpPut(fmt.Sprintf("%s%d", cfg.Fenced, cl.Seat()), string(val))).Commit()
 		cancel()
 	}
-	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = cl.Release(rctx)
-	cancel()
+	for try := 0; try < 5; try++ { // etcd may be electing; the release is idempotent
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := cl.Release(rctx)
+		cancel()
+		if err == nil || errors.Is(err, coordinator.ErrNotHeld) || s.Err() != nil {
+			break
+		}
+	}
 	select {
-	case <-observed:
-	case <-time.After(3 * time.Second): // a cut-off holder: Done closes at its session's deadline
-		<-observed
+	case <-observed: // a cut-off holder: Done closes at its session's deadline
+	case <-time.After(cfg.TTL + 2*time.Second):
 	}
 }

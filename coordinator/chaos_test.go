@@ -192,8 +192,9 @@ func (ch *chaos) run(dur time.Duration) {
 		select {
 		case <-cp.done:
 		case <-time.After(30 * time.Second):
-			ch.t.Errorf("claimant %s did not exit after SIGTERM", cp.id)
-			_ = cp.cmd.Process.Kill()
+			ch.t.Errorf("claimant %s did not exit after SIGTERM; its goroutines follow on stderr", cp.id)
+			_ = cp.cmd.Process.Signal(syscall.SIGQUIT)
+			<-cp.done
 		}
 	}
 	ch.waitHistory()

@@ -22,6 +22,7 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	states map[string]*sharedState
+	feeds  map[string]*poolFeed // pools this process's claimants wait on
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc
@@ -44,7 +45,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Coordinator, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{
 		cli: cli, k: keys{root: o.prefix}, log: o.logger, metrics: o.metrics, opts: o,
-		states: map[string]*sharedState{}, ctx: ctx, cancel: cancel,
+		states: map[string]*sharedState{}, feeds: map[string]*poolFeed{}, ctx: ctx, cancel: cancel,
 	}, nil
 }
 

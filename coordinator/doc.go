@@ -18,6 +18,7 @@
 //	<root>/pools/<pool>/binds/<id>/<slot>         instance slot; holder's lease
 //	<root>/pools/<pool>/tenants/<tenant>/<slot>   tenant slot; holder's lease
 //	<root>/pools/<pool>/queue/<lease>-<nonce>     waiter JSON; waiter's lease
+//	<root>/pools/<pool>/grants/<lease>-<nonce>    seat granted to that waiter; its lease
 //	<root>/pools/<pool>/fences/<lease>            claim fence; claimant's lease
 //	<root>/pools/<pool>/released/<seat>           last release record; its holder's lease
 //
@@ -53,10 +54,21 @@
 //   - a waiter whose queue key is gone (its session died) is never granted.
 //
 // An uncontended claim with a warm cache is one round trip. Waiters queue in
-// arrival order; only the head of the queue watches the pool and each other
-// waiter watches only the waiter ahead of it, so a release wakes one waiter.
-// A waiter barred by its own tenant limit or instance selector steps out of
-// line instead of blocking the others (see queue.go).
+// arrival order. While a process has waiters on a pool, one pool feed keeps
+// its view exact (feed.go); each waiter sleeps until the key of the waiter
+// ahead or its own grant key changes, so a release wakes one waiter. The
+// head grants free seats to itself and, in the same txn, to the waiters
+// behind it in order, each grant a nested txn that re-checks that waiter's
+// queue key, fence and slots (grant.go). A waiter barred by its own tenant
+// limit or instance selector steps out of line instead of blocking the
+// others (see queue.go).
+//
+// # Liveness and loss
+//
+// Session.Done closes at the local deadline, from a timer, whatever etcd
+// does; Claim.Done closes with it. Every RPC of a claimant is bound to its
+// session, and Claim never returns a seat whose session is past its
+// deadline.
 //
 // # Fencing
 //

@@ -13,21 +13,23 @@ import (
 
 // The queue. A waiter puts a key under queue/, bound to its lease; keys are
 // ordered by create revision, which is arrival order. Only the first waiter
-// (the head) watches the pool and sends claim txns; every other waiter
-// watches just the key of the waiter in front of it, so a grant or a
-// cancellation wakes exactly one waiter. The head's claim txn deletes its
-// queue key in the same transaction and compares that its key still exists
-// and that no key ahead of it does, so a waiter whose session died is never
-// granted (etcd#19597), and a fresh claim, which compares an empty queue,
-// never overtakes a waiter.
+// (the head) plans and sends claim txns, on the pool feed's exact view
+// (feed.go); it grants free seats to the waiters behind it in the same txn
+// (grant.go). Every other waiter sleeps until the feed applies a change to
+// the key of the waiter in front of it or to its own grant key, so a grant
+// or a cancellation wakes exactly one waiter. The head's claim txn deletes
+// its queue key in the same transaction and compares that its key still
+// exists and that no key ahead of it does, so a waiter whose session died
+// is never granted (etcd#19597), and a fresh claim, which compares an empty
+// queue, never overtakes a waiter.
 //
 // Fairness is FIFO among waiters that can be served. A waiter whose own
 // tenant limit or instance selector stops it while others could be served
 // does not block the line: before queueing it waits, off the queue, until
 // its own constraints would admit it; and if it reaches the head and its
 // constraints bar it again, it steps out and repeats, rejoining at the back.
-// Pre-waiters watch the whole pool prefix, so each change wakes every one of
-// them (locally; they send no claim txn until their constraints fit).
+// Pre-waiters look at the feed after each change, so each change wakes every
+// one of them (locally; they send no claim txn until their constraints fit).
 
 // waitable reports whether a refusal may resolve by waiting.
 func waitable(err error) bool {
@@ -37,6 +39,13 @@ func waitable(err error) bool {
 // wait queues the claimant and blocks until granted or ctx ends. On any
 // failure it removes its queue key before returning.
 func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
+	// Keep the pool feed running while this claimant waits, so that when it
+	// becomes head it plans at once, without reading the pool.
+	fd, err := c.acquireFeed(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer c.releaseFeed(pool, fd)
 	for {
 		if req.opts.constrained() {
 			if err := c.preWait(ctx, s, pool, req.opts); err != nil {
@@ -49,7 +58,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 			return nil, err
 		}
 		req.queueKey, req.queueRev = qkey, qrev
-		cl, err := c.waitTurn(ctx, s, pool, req)
+		cl, err := c.waitTurn(ctx, s, pool, req, fd)
 		if err == nil {
 			return cl, nil
 		}
@@ -68,38 +77,33 @@ var errStepOut = errors.New("coordinator: step out of line")
 // preWait blocks, holding no key, until the claimant's own constraints
 // (tenant limit, instance selector) would admit it.
 func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions) error {
-	return c.watchPool(ctx, s, pool, func(st *poolState) (bool, error) { return st.ownFits(o), nil })
+	return c.watchPool(ctx, s, pool, 0, func(st *poolState) (bool, error) { return st.ownFits(o), nil })
 }
 
-// watchPool keeps an exact snapshot of the pool (a read, then every watch
-// event after it; a re-read after compaction) and calls f after each change
-// until f is done or fails, ctx ends or the session ends.
-func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, f func(*poolState) (bool, error)) error {
-	st := newPoolState(c.k, pool)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	var wch clientv3.WatchChan
+// watchPool calls f on a private snapshot of the pool's exact state (see
+// feed.go) after each change, once the snapshot is at least at revision
+// minRev (what the caller has seen already), until f is done or fails, ctx
+// ends or the session ends.
+func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, minRev int64, f func(*poolState) (bool, error)) error {
+	fd, err := c.acquireFeed(pool)
+	if err != nil {
+		return err
+	}
+	defer c.releaseFeed(pool, fd)
 	for {
-		if wch == nil {
-			var resp *clientv3.GetResponse
-			if err := retry(ctx, s, func() (err error) { resp, err = c.getPool(ctx, pool); return err }); err != nil {
+		st, changed := fd.snapshot()
+		if st != nil && st.rev >= minRev {
+			if done, err := f(st); done || err != nil {
 				return err
 			}
-			st.load(resp.Header.Revision, resp.Kvs)
-			wch = c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(st.rev+1))
 		}
-		if done, err := f(st); done || err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.Done():
+			return s.lostErr()
+		case <-changed:
 		}
-		wr, ok, err := nextWatch(ctx, s, wch)
-		if err != nil {
-			return err
-		}
-		if !ok || wr.Err() != nil {
-			wch = nil // compacted or broken: re-list, never resume at the compact revision
-			continue
-		}
-		st.apply(wr.Events)
 	}
 }
 
@@ -154,45 +158,50 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 }
 
 // waitTurn waits until the head grants this waiter a seat, or the waiters
-// ahead have left and it serves as head itself.
-func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
-	gkey := c.k.grant(pool, queueName(req.lease, req.nonce))
-	for {
-		var resp *clientv3.TxnResponse
-		err := retry(ctx, s, func() (err error) {
-			resp, err = c.cli.Txn(ctx).Then(
-				clientv3.OpGet(req.queueKey),
-				clientv3.OpGet(c.k.queue(pool), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(req.queueRev-1),
-					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)),
-				clientv3.OpGet(gkey),
-			).Commit()
-			return err
+// ahead have left and it serves as head itself. It reads its place from the
+// pool feed, and sleeps until the feed applies a change to the key of the
+// waiter just ahead or to its own grant key: a release wakes one waiter,
+// and waiting costs no RPC.
+func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest, fd *poolFeed) (*Claim, error) {
+	gname := queueName(req.lease, req.nonce)
+	gkey := c.k.grant(pool, gname)
+	for seen := req.queueRev; ; {
+		var pl place
+		var wake *feedSub
+		err := fd.await(ctx, s, seen, func(st *poolState) {
+			pl = place{own: st.queue[req.queueKey], ahead: st.ahead(req.queueRev), grant: st.grants[gname], rev: st.rev}
+			if pl.grant == nil && pl.own != nil && pl.ahead != nil {
+				wake = fd.subscribe(string(pl.ahead.Key), gkey)
+			}
 		})
 		if err != nil {
 			return nil, err
 		}
-		if g := resp.Responses[2].GetResponseRange().Kvs; len(g) > 0 {
-			return c.fromGrant(s, pool, g[0])
-		}
-		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+		switch {
+		case pl.grant != nil:
+			return c.fromGrant(s, pool, pl.grant)
+		case pl.own == nil:
 			return nil, c.queueGone(ctx, s, pool)
-		}
-		if ahead := resp.Responses[1].GetResponseRange().Kvs; len(ahead) > 0 {
-			g, err := c.waitAhead(ctx, s, string(ahead[0].Key), gkey, resp.Header.Revision)
-			if err != nil {
+		case pl.ahead != nil:
+			if err := fd.sleep(ctx, s, wake); err != nil {
 				return nil, err
 			}
-			if g != nil {
-				return c.fromGrant(s, pool, g)
-			}
+			seen = pl.rev + 1
 			continue
 		}
-		cl, err := c.serveHead(ctx, s, pool, req)
+		cl, err := c.serveHead(ctx, s, pool, req, pl.rev)
 		if errors.Is(err, errNotHead) {
 			continue
 		}
 		return cl, err
 	}
+}
+
+// place is where a waiter stands at revision rev: its own queue key, the
+// key of the waiter just ahead, and its grant key; each nil if absent.
+type place struct {
+	own, ahead, grant *mvccpb.KeyValue
+	rev               int64
 }
 
 // queueGone explains why a waiter's queue key vanished.
@@ -205,58 +214,11 @@ func (c *Coordinator) queueGone(ctx context.Context, s *Session, pool string) er
 	return fmt.Errorf("%w: queue entry of lease %x is gone", ErrSessionExpired, s.Lease())
 }
 
-// waitAhead blocks until the key of the waiter ahead is deleted after rev
-// (nil, nil: the caller re-checks), this waiter's grant key appears (it is
-// returned), a watch breaks (the caller re-checks), the session ends, or
-// ctx ends. It wakes on nothing else, so a release wakes O(1) waiters.
-func (c *Coordinator) waitAhead(ctx context.Context, s *Session, ahead, grant string, rev int64) (*mvccpb.KeyValue, error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	aheadW := c.cli.Watch(wctx, ahead, clientv3.WithRev(rev+1))
-	grantW := c.cli.Watch(wctx, grant, clientv3.WithRev(rev+1))
-	for {
-		var wr clientv3.WatchResponse
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.Done():
-			return nil, s.lostErr()
-		case wr, ok = <-aheadW:
-		case wr, ok = <-grantW:
-		}
-		if !ok || wr.Err() != nil {
-			return nil, nil
-		}
-		for _, ev := range wr.Events {
-			switch {
-			case string(ev.Kv.Key) == grant && ev.Type == clientv3.EventTypePut:
-				return ev.Kv, nil
-			case string(ev.Kv.Key) == ahead && ev.Type == clientv3.EventTypeDelete:
-				return nil, nil
-			}
-		}
-	}
-}
-
-// nextWatch waits for the next watch response, or for ctx or the session
-// to end.
-func nextWatch(ctx context.Context, s *Session, wch clientv3.WatchChan) (clientv3.WatchResponse, bool, error) {
-	select {
-	case <-ctx.Done():
-		return clientv3.WatchResponse{}, false, ctx.Err()
-	case <-s.Done():
-		return clientv3.WatchResponse{}, false, s.lostErr()
-	case wr, ok := <-wch:
-		return wr, ok, nil
-	}
-}
-
 // serveHead runs while the waiter is first in line. It sends a claim txn
 // only when its exact snapshot of the pool shows a seat it may take.
-func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
+func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, req claimRequest, seen int64) (*Claim, error) {
 	var cl *Claim
-	err := c.watchPool(ctx, s, pool, func(st *poolState) (bool, error) {
+	err := c.watchPool(ctx, s, pool, seen, func(st *poolState) (bool, error) {
 		var err error
 		cl, err = c.tryHead(ctx, s, pool, req, st)
 		return cl != nil, err

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -74,10 +78,28 @@ func TestWaitersAreServedFIFO(t *testing.T) {
 }
 
 // TestHerd checks that a release wakes O(1) waiters: with 500 waiters, the
-// claim txns sent per grant stay below 2.
+// claim txns sent per grant stay below 2, all RPCs per grant stay below
+// 2.5 with the holder's release (1.5 without), and no grant reads the
+// whole pool: a new head learns its place from the pool feed.
 func TestHerd(t *testing.T) {
 	m := &countingMetrics{}
-	c, cli := newCoord(t, coordinator.WithMetrics(m))
+	var rpcs, reads atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		rpcs.Add(1)
+		if r, ok := req.(*pb.RangeRequest); ok && len(r.RangeEnd) > 0 && !r.CountOnly {
+			reads.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{sharedEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() }) // after the sessions (cleanups run last-in, first-out)
+	c := newCoordOn(t, cli, coordinator.WithMetrics(m), coordinator.WithPrefix("/herd"))
 	ctx := ctxT(t, 6*time.Minute)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	const n = 500
@@ -103,12 +125,21 @@ func TestHerd(t *testing.T) {
 	}
 	waitQueued(t, c, "p", n)
 	txnsBefore, grantsBefore := m.txns.Load(), m.grants.Load()
+	rpcs.Store(0)
+	reads.Store(0)
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
 	txns, grants := m.txns.Load()-txnsBefore, m.grants.Load()-grantsBefore
-	t.Logf("%d grants took %d claim txns (%.3f per grant)", grants, txns, float64(txns)/float64(grants))
+	t.Logf("%d grants took %d claim txns (%.3f per grant), %d RPCs in all (%.3f per grant, the release included), %d range reads",
+		grants, txns, float64(txns)/float64(grants), rpcs.Load(), float64(rpcs.Load())/float64(grants), reads.Load())
+	if reads.Load() > 10 {
+		t.Fatalf("%d range reads for %d grants: a new head reads the pool", reads.Load(), grants)
+	}
+	if per := float64(rpcs.Load()) / float64(grants); per >= 2.5 {
+		t.Fatalf("%.2f RPCs per grant", per)
+	}
 	if grants != n {
 		t.Fatalf("granted %d, want %d", grants, n)
 	}

@@ -55,7 +55,10 @@ func TestResumeAdoptsSeatOfDeadProcess(t *testing.T) {
 	}
 	// The local deadline starts at the keepalive's send: before the call
 	// returned, and no earlier than the call began.
-	margin := 200 * time.Millisecond
+	margin := s.Margin()
+	if margin != coordinator.MinMargin {
+		t.Errorf("margin %v, want the default for a 2 s TTL, %v", margin, coordinator.MinMargin)
+	}
 	if d := s.Deadline(); d.Before(before.Add(2*time.Second-margin)) || d.After(after.Add(2*time.Second-margin)) {
 		t.Errorf("deadline %v outside [%v, %v]", d, before.Add(2*time.Second-margin), after.Add(2*time.Second-margin))
 	}

@@ -28,7 +28,7 @@ func TestUncontendedClaimIsOneRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() }) // after the sessions (cleanups run last-in, first-out)
 	c := newCoordOn(t, cli, coordinator.WithPrefix("/roundtrip"))
 	ctx := ctxT(t, 20*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 8})
@@ -75,7 +75,7 @@ func TestSeatsBoundsTTLLookups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() }) // after the sessions (cleanups run last-in, first-out)
 	c := newCoordOn(t, cli, coordinator.WithPrefix("/seatsttl"))
 	ctx := ctxT(t, 60*time.Second)
 	const holders = coordinator.MaxTTLLookups + 36

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"maps"
 	"sort"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -25,18 +26,18 @@ type poolState struct {
 	spec    PoolSpec
 	specErr error
 
-	seats     map[int]*mvccpb.KeyValue
-	seatRevs  map[int]int64 // seat -> create revision, kept with seats
+	seats    map[int]*mvccpb.KeyValue
+	seatRevs map[int]int64 // seat -> create revision, kept with seats
 	// seatsAbove counts held seats at or above the capacity (after a
 	// shrink); kept on every change so that a plan is O(1) in held seats.
 	seatsAbove int
-	instances map[string]Instance
-	binds     map[string]map[int]int64 // instance -> slot -> create revision
-	tenants   map[string]map[int]int64 // tenant -> slot -> create revision
-	queue     map[string]*mvccpb.KeyValue
-	grants    map[string]*mvccpb.KeyValue // grant name -> key
-	fences    map[clientv3.LeaseID]int64  // lease -> mod revision
-	foreign   map[string]bool             // keys under the pool that etcdpool did not write
+	instances  map[string]Instance
+	binds      map[string]map[int]int64 // instance -> slot -> create revision
+	tenants    map[string]map[int]int64 // tenant -> slot -> create revision
+	queue      map[string]*mvccpb.KeyValue
+	grants     map[string]*mvccpb.KeyValue // grant name -> key
+	fences     map[clientv3.LeaseID]int64  // lease -> mod revision
+	foreign    map[string]bool             // keys under the pool that etcdpool did not write
 }
 
 func newPoolState(k keys, pool string) *poolState {
@@ -57,6 +58,24 @@ func (s *poolState) reset() {
 	s.grants = map[string]*mvccpb.KeyValue{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
+}
+
+// clone returns a deep copy that shares only the immutable key-values.
+func (s *poolState) clone() *poolState {
+	c := *s
+	c.seats, c.seatRevs = maps.Clone(s.seats), maps.Clone(s.seatRevs)
+	c.instances, c.queue, c.grants = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.grants)
+	c.fences, c.foreign = maps.Clone(s.fences), maps.Clone(s.foreign)
+	c.binds, c.tenants = cloneSlots(s.binds), cloneSlots(s.tenants)
+	return &c
+}
+
+func cloneSlots(m map[string]map[int]int64) map[string]map[int]int64 {
+	out := make(map[string]map[int]int64, len(m))
+	for k, v := range m {
+		out[k] = maps.Clone(v)
+	}
+	return out
 }
 
 // load replaces the state with a full read of the pool prefix at rev. An
@@ -196,6 +215,17 @@ func (s *poolState) waiters() []*mvccpb.KeyValue {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreateRevision < out[j].CreateRevision })
 	return out
+}
+
+// ahead returns the queue key created last before rev, or nil.
+func (s *poolState) ahead(rev int64) *mvccpb.KeyValue {
+	var best *mvccpb.KeyValue
+	for _, kv := range s.queue {
+		if kv.CreateRevision < rev && (best == nil || kv.CreateRevision > best.CreateRevision) {
+			best = kv
+		}
+	}
+	return best
 }
 
 // bound reports whether claims on this pool bind to instances.

@@ -36,6 +36,11 @@ type history struct {
 	// apply while t holds seat n.
 	fenced        string
 	writes, stale int
+
+	// released names the claims (seat key, token) that ended by their
+	// holder's own release: a release record with their token, not forced,
+	// no reason, in the revision that deleted the seat.
+	released map[string]map[int64]bool
 }
 
 func (h *history) spec() coordinator.PoolSpec {
@@ -109,6 +114,15 @@ func (h *history) revision(evs []*clientv3.Event) {
 			if old := h.kvs[k]; old != nil && strings.HasPrefix(k, h.prefix+"queue/") {
 				left = append(left, old)
 			}
+			if old := h.kvs[k]; old != nil && strings.HasPrefix(k, h.prefix+"seats/") && h.releasedBy(evs, k, old.CreateRevision) {
+				if h.released == nil {
+					h.released = map[string]map[int64]bool{}
+				}
+				if h.released[k] == nil {
+					h.released[k] = map[int64]bool{}
+				}
+				h.released[k][old.CreateRevision] = true
+			}
 			delete(h.kvs, k)
 			continue
 		}
@@ -152,6 +166,23 @@ func (h *history) revision(evs []*clientv3.Event) {
 			h.t.Errorf("rev %d: instance %s bound %d > seats %d", rev, id, binds[id], in.Seats)
 		}
 	}
+}
+
+// releasedBy reports whether evs (one revision) hold the holder's own
+// release record for seat key k under token.
+func (h *history) releasedBy(evs []*clientv3.Event, k string, token int64) bool {
+	rk := strings.Replace(k, h.prefix+"seats/", h.prefix+"released/", 1)
+	for _, ev := range evs {
+		var r struct {
+			Token  int64
+			Forced bool
+			Reason string
+		}
+		if string(ev.Kv.Key) == rk && ev.Type == clientv3.EventTypePut && json.Unmarshal(ev.Kv.Value, &r) == nil {
+			return r.Token == token && !r.Forced && r.Reason == ""
+		}
+	}
+	return false
 }
 
 // checkFenced checks the fenced writes of one revision, applied already.

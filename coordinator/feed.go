@@ -1,0 +1,201 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The pool feed. While claimants of this process wait on a pool, one
+// goroutine keeps the pool's shared state exact: a read, then every watch
+// event after it, and a fresh read after a compaction or a broken watch
+// (never resuming at the compact revision). The head of the queue and
+// pre-waiters plan on snapshots of it, so a new head, or a second waiter
+// in the same process, starts without reading the pool. Other waiters do
+// not wake on it: each watches only the waiter ahead and its own grant key.
+
+// poolFeed is the feed of one pool; its fields other than refs are guarded
+// by the shared state's mutex.
+type poolFeed struct {
+	sh      *sharedState
+	refs    int // under Coordinator.mu
+	cancel  context.CancelFunc
+	synced  bool                  // the state is exact: loaded and being watched
+	changed chan struct{}         // closed, and replaced, at each change
+	subs    map[string][]*feedSub // key -> waiters to wake when it changes
+}
+
+// acquireFeed returns the pool's feed, starting it for the first user.
+// Call release when done.
+func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("%w: coordinator", ErrClosed)
+	}
+	f, ok := c.feeds[pool]
+	if !ok {
+		ctx, cancel := context.WithCancel(c.ctx)
+		f = &poolFeed{sh: c.sharedLocked(pool), cancel: cancel, changed: make(chan struct{}), subs: map[string][]*feedSub{}}
+		c.feeds[pool] = f
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.runFeed(ctx, pool, f)
+		}()
+	}
+	f.refs++
+	return f, nil
+}
+
+// releaseFeed drops one user; the last one stops the feed.
+func (c *Coordinator) releaseFeed(pool string, f *poolFeed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.refs--; f.refs == 0 {
+		f.cancel()
+		delete(c.feeds, pool)
+	}
+}
+
+// snapshot returns a private copy of the exact state, or nil while the
+// feed is (re)loading, and the channel that closes at the next change.
+func (f *poolFeed) snapshot() (*poolState, <-chan struct{}) {
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	if !f.synced {
+		return nil, f.changed
+	}
+	return f.sh.st.clone(), f.changed
+}
+
+// await runs fn on the exact state, under its lock, once the feed is
+// synced and has caught up with revision minRev; it waits for that, for ctx
+// or for the session.
+func (f *poolFeed) await(ctx context.Context, s *Session, minRev int64, fn func(*poolState)) error {
+	for {
+		f.sh.mu.Lock()
+		ok, changed := f.synced && f.sh.st.rev >= minRev, f.changed
+		if ok {
+			fn(f.sh.st)
+		}
+		f.sh.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if err := waitOn(ctx, s, changed); err != nil {
+			return err
+		}
+	}
+}
+
+// feedSub is a waiter's interest in a few keys; it fires once.
+type feedSub struct {
+	keys []string
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (sub *feedSub) fire() { sub.once.Do(func() { close(sub.ch) }) }
+
+// subscribe registers interest in keys, under the state's lock (from an
+// await callback): the sub fires when the feed applies a change to any of
+// them, or reloads.
+func (f *poolFeed) subscribe(keys ...string) *feedSub {
+	sub := &feedSub{keys: keys, ch: make(chan struct{})}
+	for _, k := range keys {
+		f.subs[k] = append(f.subs[k], sub)
+	}
+	return sub
+}
+
+// sleep waits for sub to fire, ctx or the session, then unregisters it.
+func (f *poolFeed) sleep(ctx context.Context, s *Session, sub *feedSub) error {
+	err := waitOn(ctx, s, sub.ch)
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	for _, k := range sub.keys {
+		f.subs[k] = slices.DeleteFunc(f.subs[k], func(x *feedSub) bool { return x == sub })
+		if len(f.subs[k]) == 0 {
+			delete(f.subs, k)
+		}
+	}
+	return err
+}
+
+// waitOn waits for ch to close, ctx to end or the session to end.
+func waitOn(ctx context.Context, s *Session, ch <-chan struct{}) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.Done():
+		return s.lostErr()
+	case <-ch:
+		return nil
+	}
+}
+
+// update changes the shared state under its lock and wakes the feed's
+// users: those waiting on any change, and the subscribers of the keys that
+// changed (evs), or every subscriber when the state was reloaded (evs nil).
+func (f *poolFeed) update(synced bool, evs []*clientv3.Event, change func(*poolState)) {
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	if change != nil {
+		change(f.sh.st)
+	}
+	f.synced = synced
+	close(f.changed)
+	f.changed = make(chan struct{})
+	if evs == nil {
+		for k, subs := range f.subs {
+			for _, sub := range subs {
+				sub.fire()
+			}
+			delete(f.subs, k)
+		}
+		return
+	}
+	for _, ev := range evs {
+		for _, sub := range f.subs[string(ev.Kv.Key)] {
+			sub.fire()
+		}
+	}
+}
+
+func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
+	for backoff := 50 * time.Millisecond; ctx.Err() == nil; {
+		resp, err := c.getPool(ctx, pool)
+		if err != nil {
+			c.log.Debug("pool feed: read", "pool", pool, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff/2 + rand.N(backoff)):
+			}
+			backoff = min(2*backoff, 500*time.Millisecond) // as in retry
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		f.update(true, nil, func(st *poolState) { st.load(resp.Header.Revision, resp.Kvs) })
+		c.followFeed(ctx, pool, f, resp.Header.Revision)
+		f.update(false, nil, nil)
+	}
+}
+
+// followFeed applies watch events from rev+1 until the watch breaks.
+func (c *Coordinator) followFeed(ctx context.Context, pool string, f *poolFeed, rev int64) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if wr.Err() != nil {
+			c.log.Debug("pool feed: watch", "pool", pool, "err", wr.Err())
+			return
+		}
+		f.update(true, wr.Events, func(st *poolState) { st.apply(wr.Events) })
+	}
+}
