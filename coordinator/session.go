@@ -251,7 +251,9 @@ func (s *Session) keepAlive(ctx context.Context) {
 		kctx, cancel := context.WithDeadline(ctx, s.Deadline())
 		resp, err := s.cli.KeepAliveOnce(kctx, s.id)
 		cancel()
-		if err != nil && ctx.Err() == nil && s.onFailure != nil {
+		// A keepalive cut short because the deadline passed is a failure
+		// too; one cut short by Close or Orphan is not.
+		if err != nil && s.onFailure != nil && !errors.Is(s.Err(), ErrClosed) {
 			s.onFailure(err)
 		}
 		switch {
