@@ -2,7 +2,9 @@ package etcdclient
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -57,6 +59,9 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 func (c Config) tlsConfig() (*tls.Config, error) {
 	info := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile, ServerName: c.ServerName}
 	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if err := checkPEM(c.CAFile); err != nil {
+		return nil, &FieldError{"cacert", err.Error()}
+	}
 	if !info.Empty() || info.TrustedCAFile != "" {
 		var err error
 		if t, err = info.ClientConfig(); err != nil {
@@ -90,4 +95,20 @@ func New(c Config) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("etcdclient: client for %s: %w", joinEndpoints(c.Endpoints), err)
 	}
 	return cli, nil
+}
+
+// checkPEM checks that a CA bundle holds a certificate: transport.TLSInfo
+// accepts a file without one and every handshake then fails.
+func checkPEM(path string) error {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		return fmt.Errorf("%s: no PEM certificate found", path)
+	}
+	return nil
 }

@@ -59,7 +59,7 @@ func WaitReady(ctx context.Context, cli *clientv3.Client, c Config) error {
 		if err := Diagnose(ctx, c); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w at %s: no connection within --dial-timeout %v", ErrUnreachable, joinEndpoints(c.Endpoints), c.DialTimeout)
+		return &DialError{Endpoints: joinEndpoints(c.Endpoints), Err: fmt.Errorf("no connection within --dial-timeout %v", c.DialTimeout)}
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func Diagnose(ctx context.Context, c Config) error {
 	}
 	for _, ep := range eps {
 		if err := probeTLS(ctx, ep, t, probeWait); err != nil {
-			return fmt.Errorf("%w with %s: %v%s", ErrTLS, ep, err, tlsHint(err))
+			return &DialError{Endpoints: ep, TLS: true, Err: fmt.Errorf("%w%s", err, tlsHint(err))}
 		}
 	}
 	return nil
@@ -97,4 +97,32 @@ func joinEndpoints(eps []string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// DialError is a connection that could not be made. It matches ErrTLS or
+// ErrUnreachable with errors.Is, and reads "etcd unreachable at
+// <endpoints>: <cause>" on one line.
+type DialError struct {
+	// Endpoints are the endpoints tried, or the one whose handshake failed.
+	Endpoints string
+	// TLS is true when the TLS handshake failed.
+	TLS bool
+	// Err is the cause.
+	Err error
+}
+
+// Error implements error.
+func (e *DialError) Error() string {
+	if e.TLS {
+		return fmt.Sprintf("etcd unreachable at %s: TLS handshake failed: %v", e.Endpoints, e.Err)
+	}
+	return fmt.Sprintf("etcd unreachable at %s: %v", e.Endpoints, e.Err)
+}
+
+// Unwrap returns the sentinel and the cause.
+func (e *DialError) Unwrap() []error {
+	if e.TLS {
+		return []error{ErrTLS, e.Err}
+	}
+	return []error{ErrUnreachable, e.Err}
 }
