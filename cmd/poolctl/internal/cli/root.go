@@ -52,8 +52,8 @@ func newRootCommand(env *Env, sigs *signalRouter) *cobra.Command {
 		Long: "poolctl manages etcdpool pools: create and resize them, inspect seats, instances\n" +
 			"and queues, force-release seats, drain instances, stream events, and run a\n" +
 			"command while holding a seat.\n\n" + exitCodeHelp(),
-		SilenceErrors:     true,
-		SilenceUsage:      true,
+		SilenceErrors: true,
+		SilenceUsage:  true,
 		PersistentPreRunE: ran(func(cmd *cobra.Command, _ []string) error {
 			if err := g.applyEnv(cmd.Flags()); err != nil {
 				return err
