@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // regainQuiet is how long no instance of the agent must have been deleted
@@ -95,6 +96,9 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 			a.foreignOwner(refOf(in), owned)
 		case errors.Is(err, coordinator.ErrInvalid):
 			return nil, fmt.Errorf("agent: instance %q of pool %q: %w", in.ID, in.Pool, err)
+		case etcdclient.IsPermanent(err):
+			return nil, fmt.Errorf("agent: register instance %q of pool %q: %w", in.ID, in.Pool,
+				etcdclient.Op("write", coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegInstances)+in.ID, err))
 		default:
 			a.o.log.Warn("cannot register instance; retrying", "pool", in.Pool, "instance", in.ID, "err", err)
 			failed = append(failed, in)

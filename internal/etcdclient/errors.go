@@ -55,7 +55,7 @@ var permanentEtcd = []error{
 	rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty,
 	rpctypes.ErrAuthNotEnabled, rpctypes.ErrInvalidAuthToken, rpctypes.ErrInvalidAuthMgmt,
 	rpctypes.ErrRequestTooLarge, rpctypes.ErrTooManyOps, rpctypes.ErrDuplicateKey,
-	rpctypes.ErrEmptyKey, rpctypes.ErrKeyNotFound, rpctypes.ErrRoleNotGranted,
+	rpctypes.ErrEmptyKey, rpctypes.ErrRoleNotGranted,
 	rpctypes.ErrUserNotFound, rpctypes.ErrRoleNotFound,
 }
 
@@ -90,7 +90,7 @@ func Classify(err error) Class {
 	}
 	if s, ok := status.FromError(err); ok {
 		switch s.Code() {
-		case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.FailedPrecondition:
+		case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
 			return Permanent
 		case codes.DeadlineExceeded, codes.Canceled:
 			return Ambiguous
