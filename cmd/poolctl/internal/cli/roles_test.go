@@ -84,4 +84,3 @@ func TestRoles(t *testing.T) {
 		})
 	}
 }
-
