@@ -122,8 +122,15 @@ func (c Config) checkTTL(field string, ttl Duration) error {
 }
 
 // checkName checks a pool, instance or tenant name with
-// coordinator.ValidateName.
+// coordinator.ValidateName, and also refuses "." and ".." and echoes at
+// most the start of a long name (coordinator.ValidateName does neither).
 func checkName(field, n string) error {
+	switch {
+	case n == "." || n == "..":
+		return fieldErr(field, "%q is not a name", n)
+	case len(n) > coordinator.MaxNameLen:
+		return fieldErr(field, "%s: at most %d characters", etcdclient.Truncate(n), coordinator.MaxNameLen)
+	}
 	if err := coordinator.ValidateName(n); err != nil {
 		return fieldErr(field, "%s", invalidReason(err))
 	}

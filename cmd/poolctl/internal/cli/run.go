@@ -153,10 +153,8 @@ func (o *runOptions) Validate() error {
 		return usageError("--ttl %v: must be whole seconds in %v..%v", o.TTL, coordinator.MinTTL, coordinator.MaxTTL)
 	case o.KillGrace <= 0:
 		return usageError("--kill-grace %v: must be positive", o.KillGrace)
-	case len(o.Holder) > coordinator.MaxHolderLen:
-		return usageError("--holder: at most %d bytes", coordinator.MaxHolderLen)
 	}
-	return nil
+	return checkText("--holder", o.Holder, coordinator.MaxHolderLen)
 }
 
 // Run implements command.
@@ -226,6 +224,6 @@ func (o *runOptions) closeSession(s *coordinator.Session) {
 // warnings.
 func (o *runOptions) logf(format string, args ...any) {
 	if o.Verbose || strings.HasPrefix(format, "warning:") {
-		fmt.Fprintf(o.g.env.ErrOut, "poolctl: "+format+"\n", args...)
+		fmt.Fprintln(o.g.env.ErrOut, "poolctl: "+escape(fmt.Sprintf(format, args...)))
 	}
 }

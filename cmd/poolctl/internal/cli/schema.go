@@ -156,3 +156,17 @@ type rolePermView struct {
 	Key    string `json:"key"`
 	Prefix bool   `json:"prefix"`
 }
+
+// doctorView is doctor: what it found under Prefix.
+type doctorView struct {
+	Prefix   string              `json:"prefix"`
+	Findings []doctorFindingView `json:"findings"`
+}
+
+// doctorFindingView is one key doctor found.
+type doctorFindingView struct {
+	Key     string `json:"key"`
+	Problem string `json:"problem"`
+	Fixable bool   `json:"fixable"` // --fix deletes it
+	Action  string `json:"action"`  // with --fix: deleted, or why it was left; else ""
+}
