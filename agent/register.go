@@ -167,6 +167,12 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 		a.freed(refOf(in))
 		a.o.log.Warn("instance missing while the lease lives; registering it", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
 		return true, nil
+	case errors.Is(err, coordinator.ErrInvalid):
+		// Overwritten with a value that is not an instance: write it again.
+		// Under this agent's lease that repairs it; under another (or
+		// none) registering fails as owned, and /readyz names it.
+		a.o.log.Warn("instance value is corrupt; registering it again", "pool", in.Pool, "instance", in.ID, "err", err)
+		return true, nil
 	case err != nil:
 		return false, err
 	case got.Lease == sess.Lease():

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdpool/etcdpool/agent"
 	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
@@ -125,9 +127,19 @@ func TestStartupRefusals(t *testing.T) {
 			done <- Execute(sctx, append(serve, "--endpoints", c.Endpoint(0), "--user", "agent", "--drain-timeout", "0s"),
 				Streams{Out: &errb, Err: &errb, LookupEnv: func(k string) (string, bool) { return "pw", k == "ETCDPOOL_PASSWORD" }})
 		}()
+		key := coordinator.SegPrefix(coordinator.DefaultPrefix, "p", coordinator.SegInstances) + "i0"
 		agenttest.Eventually(t, 15*time.Second, "instance registered", func() bool {
-			resp, err := root.Get(ctx, coordinator.SegPrefix(coordinator.DefaultPrefix, "p", coordinator.SegInstances)+"i0")
+			resp, err := root.Get(ctx, key)
 			return err == nil && len(resp.Kvs) == 1
+		})
+		// Garbage over the instance, keeping the agent's lease: the agent
+		// writes it again within its owner-check interval (5s).
+		if _, err := root.Put(ctx, key, "garbage", clientv3.WithIgnoreLease()); err != nil {
+			t.Fatal(err)
+		}
+		agenttest.Eventually(t, 20*time.Second, "corrupt instance repaired", func() bool {
+			resp, err := root.Get(ctx, key)
+			return err == nil && len(resp.Kvs) == 1 && coordinator.CheckInstanceValue("i0", resp.Kvs[0].Value) == nil
 		})
 		stop()
 		if code := <-done; code != ExitOK {
