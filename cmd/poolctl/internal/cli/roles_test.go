@@ -75,6 +75,7 @@ func TestRoles(t *testing.T) {
 			start := time.Now()
 			r := h.run(append([]string{"--user", tt.user + ":pw"}, tt.args...)...)
 			r.want(t, tt.code)
+			t.Logf("stderr: %s", r.err)
 			if !strings.Contains(r.err, tt.want) {
 				t.Errorf("stderr %q lacks %q", r.err, tt.want)
 			}
