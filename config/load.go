@@ -28,9 +28,7 @@ const EnvPrefix = "ETCDPOOL_"
 
 // EnvName returns the environment variable that sets the same value as a
 // flag: "dial-timeout" -> "ETCDPOOL_DIAL_TIMEOUT".
-func EnvName(flag string) string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
-}
+func EnvName(flag string) string { return etcdclient.EnvName(flag) }
 
 // rawValue holds a flag's text until Load applies it, so that a bad value is
 // reported like a bad file value, naming the flag.

@@ -67,3 +67,9 @@ func Credentials(userFlag, passwordFile string, getenv func(string) string) (use
 	}
 	return user, getenv(EnvPassword), nil
 }
+
+// EnvName returns the variable that sets the same value as a flag, for
+// both binaries: "dial-timeout" -> "ETCDPOOL_DIAL_TIMEOUT".
+func EnvName(flag string) string {
+	return "ETCDPOOL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}

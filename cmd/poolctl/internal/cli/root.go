@@ -100,10 +100,8 @@ func (g *globalOptions) addFlags(root *cobra.Command) {
 // the flag is absent; poolagent reads the same variables.
 var envFlags = []string{"endpoints", "prefix", "cacert", "cert", "key", "server-name", "user", "password-file", "dial-timeout"}
 
-// envName is the variable of a flag: "dial-timeout" -> ETCDPOOL_DIAL_TIMEOUT.
-func envName(flag string) string {
-	return "ETCDPOOL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
-}
+// envName is the variable of a flag, as poolagent names it.
+func envName(flag string) string { return etcdclient.EnvName(flag) }
 
 // applyEnv sets each flag of envFlags that the command line left alone
 // from its variable.
