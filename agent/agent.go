@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // Agent registers a host's instances under one lease, keeps them
@@ -75,7 +76,9 @@ func (a *Agent) Status() Status {
 // while the lease lives is registered again (see hold). It never writes an
 // instance key another agent's lease holds, except to take it over as
 // owner.go describes. When ctx ends it drains (see drain) and returns nil.
-// It returns an error only for a configuration etcd refuses.
+// It returns an error only for a configuration etcd refuses, or a request
+// etcd refuses for good (permission denied, authentication failed: see
+// etcdclient.Classify); what may pass is retried.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.createPools(ctx); err != nil {
 		return err
@@ -138,6 +141,8 @@ func (a *Agent) createPool(ctx context.Context, name string, spec coordinator.Po
 			return nil
 		case errors.Is(err, coordinator.ErrInvalid):
 			return fmt.Errorf("agent: pool %q: %w", name, err)
+		case etcdclient.IsPermanent(err):
+			return fmt.Errorf("agent: create pool %q: %w", name, etcdclient.Op("write", coordinator.SegPrefix(a.co.Prefix(), name, coordinator.SegSpec), err))
 		}
 		a.o.log.Warn("cannot create pool; retrying", "pool", name, "err", err)
 		if !sleep(ctx, bo.next()) {

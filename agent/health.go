@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
 )
 
 // HTTP paths served by the agent and the sidecar.
@@ -88,7 +90,7 @@ func (a *Agent) Handler(metrics http.Handler) http.Handler {
 }
 
 func (a *Agent) checkEtcd(ctx context.Context) error {
-	_, err := a.co.Client().Get(ctx, a.co.Prefix()+"/healthz")
+	_, err := a.co.Client().Get(ctx, coordinator.HealthzKey(a.co.Prefix()))
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // regainQuiet is how long no instance of the agent must have been deleted
@@ -95,6 +96,9 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 			a.foreignOwner(refOf(in), owned)
 		case errors.Is(err, coordinator.ErrInvalid):
 			return nil, fmt.Errorf("agent: instance %q of pool %q: %w", in.ID, in.Pool, err)
+		case etcdclient.IsPermanent(err):
+			return nil, fmt.Errorf("agent: register instance %q of pool %q: %w", in.ID, in.Pool,
+				etcdclient.Op("write", coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegInstances)+in.ID, err))
 		default:
 			a.o.log.Warn("cannot register instance; retrying", "pool", in.Pool, "instance", in.ID, "err", err)
 			failed = append(failed, in)
@@ -162,6 +166,12 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 	case errors.Is(err, coordinator.ErrInstanceNotFound), errors.Is(err, coordinator.ErrPoolNotFound):
 		a.freed(refOf(in))
 		a.o.log.Warn("instance missing while the lease lives; registering it", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
+		return true, nil
+	case errors.Is(err, coordinator.ErrInvalid):
+		// Overwritten with a value that is not an instance: write it again.
+		// Under this agent's lease that repairs it; under another (or
+		// none) registering fails as owned, and /readyz names it.
+		a.o.log.Warn("instance value is corrupt; registering it again", "pool", in.Pool, "instance", in.ID, "err", err)
 		return true, nil
 	case err != nil:
 		return false, err

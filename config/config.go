@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // ErrInvalid is wrapped by every configuration error.
@@ -30,8 +31,9 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 
 // Defaults that other packages (probes, manifests) must agree with.
 const (
-	// DefaultEndpoint is the etcd endpoint used when none is configured.
-	DefaultEndpoint = "http://127.0.0.1:2379"
+	// DefaultEndpoint is the etcd endpoint used when none is configured;
+	// without a scheme it works with and without TLS.
+	DefaultEndpoint = etcdclient.DefaultEndpoint
 	// DefaultPrefix is the root of etcdpool's keys.
 	DefaultPrefix = coordinator.DefaultPrefix
 	// DefaultAgentPort is the port of the agent's HTTP server.
@@ -55,19 +57,36 @@ type Config struct {
 	Agent Agent `json:"agent"`
 	// Sidecar configures `poolagent sidecar`.
 	Sidecar Sidecar `json:"sidecar"`
+
+	// origin maps a field's dotted path to the variable or flag that set
+	// it last, so that an error names what the user typed.
+	origin map[string]string
+}
+
+// field is path, plus the variable or flag its value came from.
+func (c Config) field(path string) string {
+	if o := c.origin[path]; o != "" {
+		return path + " (from " + o + ")"
+	}
+	return path
 }
 
 // Etcd is the client configuration.
 type Etcd struct {
-	// Endpoints are etcd client URLs. Default [DefaultEndpoint].
+	// Endpoints are host:port, http://host:port or https://host:port, as
+	// poolctl accepts them. Default [DefaultEndpoint].
 	Endpoints []string `json:"endpoints"`
 	// DialTimeout bounds connecting and each request the agent or sidecar
 	// makes. Default 2s. It must not exceed the TTLs.
 	DialTimeout Duration `json:"dialTimeout"`
 	// Username for etcd authentication. Default none.
 	Username string `json:"username"`
-	// Password for Username. Default none.
+	// Password for Username. Default none. Prefer PasswordFile or
+	// $ETCDPOOL_PASSWORD: a password in a file others can read leaks.
 	Password string `json:"password"`
+	// PasswordFile holds the password on its first line; read by Load
+	// when Password is empty. Default none.
+	PasswordFile string `json:"passwordFile"`
 	// TLS configures client TLS. Default none (plain http).
 	TLS TLS `json:"tls"`
 }
@@ -80,9 +99,19 @@ type TLS struct {
 	KeyFile string `json:"keyFile"`
 	// CAFile is the CA bundle that signs the servers. Default: system pool.
 	CAFile string `json:"caFile"`
-	// ServerName overrides the name checked in the server certificate.
-	// Default: the endpoint's host.
+	// ServerName is the name checked in the server certificate instead
+	// of the endpoint's host; it turns TLS on. Default: the endpoint's host.
 	ServerName string `json:"serverName"`
+}
+
+// Client returns the connection settings as etcdclient takes them, the
+// one struct both binaries build their etcd client from.
+func (e Etcd) Client() etcdclient.Config {
+	return etcdclient.Config{
+		Endpoints: e.Endpoints, DialTimeout: e.DialTimeout.D(),
+		Username: e.Username, Password: e.Password,
+		CAFile: e.TLS.CAFile, CertFile: e.TLS.CertFile, KeyFile: e.TLS.KeyFile, ServerName: e.TLS.ServerName,
+	}
 }
 
 // Enabled reports whether any TLS setting is present.

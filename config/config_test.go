@@ -31,7 +31,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad instance port", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i", Address: "h:99999"}} }, "agent.instances[0].address"},
 		{"duplicate instance", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i"}, {Pool: "p", ID: "i"}} }, "agent.instances[1].id"},
 		{"slash in pool name", func(c *Config) { c.Sidecar.Pool = "a/b" }, "sidecar.pool"},
-		{"endpoint without scheme", func(c *Config) { c.Etcd.Endpoints = []string{"127.0.0.1:2379"} }, "etcd.endpoints[0]"},
+		{"endpoint with another scheme", func(c *Config) { c.Etcd.Endpoints = []string{"unix://127.0.0.1:2379"} }, "etcd.endpoints"},
+		{"http endpoint with TLS", func(c *Config) { c.Etcd.Endpoints, c.Etcd.TLS.CAFile = []string{"HTTP://127.0.0.1:2379"}, "ca.pem" }, "etcd.endpoints"},
+		{"http endpoint with server name", func(c *Config) { c.Etcd.Endpoints, c.Etcd.TLS.ServerName = []string{"http://127.0.0.1:2379"}, "etcd" }, "etcd.endpoints"},
 		{"no endpoints", func(c *Config) { c.Etcd.Endpoints = nil }, "etcd.endpoints"},
 		{"cert without key", func(c *Config) { c.Etcd.TLS.CertFile = "c.pem" }, "etcd.tls.keyFile"},
 		{"user without password", func(c *Config) { c.Etcd.Username = "u" }, "etcd.password"},
@@ -44,6 +46,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad prefix", func(c *Config) { c.Prefix = "etcdpool/" }, "prefix"},
 		{"prefix over 256 bytes", func(c *Config) { c.Prefix = "/" + strings.Repeat("p", 256) }, "prefix"},
 		{"space in tenant", func(c *Config) { c.Sidecar.Tenant = "a b" }, "sidecar.tenant"},
+		{"escape in holder", func(c *Config) { c.Sidecar.Holder = "pod\x1b[2J" }, "sidecar.holder"},
+		{"dot-dot pool", func(c *Config) { c.Sidecar.Pool = ".." }, "sidecar.pool"},
 		{"long instance id", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: strings.Repeat("i", 129)}} }, "agent.instances[0].id"},
 	}
 	for _, tc := range cases {
@@ -175,4 +179,50 @@ func FuzzParseLabels(f *testing.F) {
 			t.Fatalf("round trip %q -> %v -> %v", s, m, again)
 		}
 	})
+}
+
+// TestConnectionSettings checks the connection settings poolctl shares:
+// endpoints without a scheme, --user user:password, the password from a
+// file or ETCDPOOL_PASSWORD (never a flag), and errors that name the
+// variable a bad value came from.
+func TestConnectionSettings(t *testing.T) {
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("fromfile\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	load := func(env map[string]string, args ...string) (Config, error) {
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		BindFlags(fs, ModeServe)
+		if err := fs.Parse(args); err != nil {
+			return Config{}, err
+		}
+		cfg, err := Load("", ModeServe, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, fs)
+		if err != nil {
+			return cfg, err
+		}
+		return cfg, cfg.Validate()
+	}
+	cfg, err := load(map[string]string{"ETCDPOOL_ENDPOINTS": "127.0.0.1:2379", "ETCDPOOL_USER": "u", "ETCDPOOL_PASSWORD": "envpw"})
+	if err != nil || cfg.Etcd.Username != "u" || cfg.Etcd.Password != "envpw" {
+		t.Errorf("env: %+v %v", cfg.Etcd, err)
+	}
+	cfg, err = load(nil, "--user", "u:inline")
+	if err != nil || cfg.Etcd.Password != "inline" {
+		t.Errorf("--user u:inline: %+v %v", cfg.Etcd, err)
+	}
+	cfg, err = load(nil, "--user", "u", "--password-file", pwFile)
+	if err != nil || cfg.Etcd.Password != "fromfile" {
+		t.Errorf("--password-file: %+v %v", cfg.Etcd, err)
+	}
+	if _, err := load(nil, "--password", "x"); err == nil {
+		t.Error("--password is accepted on argv")
+	}
+	_, err = load(nil, "--user", ":s3cretXYZ")
+	if err == nil || strings.Contains(err.Error(), "s3cretXYZ") {
+		t.Errorf("--user :secret: %v", err)
+	}
+	_, err = load(map[string]string{"ETCDPOOL_ENDPOINTS": "HTTP://h:1", "ETCDPOOL_CACERT": "ca.pem"})
+	if err == nil || !strings.Contains(err.Error(), "ETCDPOOL_ENDPOINTS") || !strings.Contains(err.Error(), "plain http://") {
+		t.Errorf("http with TLS from env: %v", err)
+	}
 }

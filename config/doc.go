@@ -13,15 +13,16 @@
 // The full schema with its defaults:
 //
 //	etcd:
-//	  endpoints: [http://127.0.0.1:2379]  # ETCDPOOL_ENDPOINTS, --endpoints (comma-separated)
+//	  endpoints: [127.0.0.1:2379]          # ETCDPOOL_ENDPOINTS, --endpoints; host:port, http:// or https://
 //	  dialTimeout: 2s                      # also bounds each request; must not exceed any TTL
-//	  username: ""                         # with password; ETCDPOOL_USER / ETCDPOOL_PASSWORD
-//	  password: ""
+//	  username: ""                         # ETCDPOOL_USER, --user (user or user:password)
+//	  password: ""                         # ETCDPOOL_PASSWORD only: no flag, so never on argv
+//	  passwordFile: ""                     # ETCDPOOL_PASSWORD_FILE, --password-file
 //	  tls:
 //	    certFile: ""                       # client certificate, with keyFile
 //	    keyFile: ""
 //	    caFile: ""                         # CA bundle; https endpoints use the system pool without it
-//	    serverName: ""                     # overrides the name checked in the server's certificate
+//	    serverName: ""                     # --server-name: the name checked in the server's certificate
 //	prefix: /etcdpool                      # root of etcdpool's keys
 //	log:
 //	  level: info                          # debug | info | warn | error

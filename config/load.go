@@ -1,12 +1,15 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // Mode selects the settings a command reads from the environment and flags.
@@ -25,9 +28,7 @@ const EnvPrefix = "ETCDPOOL_"
 
 // EnvName returns the environment variable that sets the same value as a
 // flag: "dial-timeout" -> "ETCDPOOL_DIAL_TIMEOUT".
-func EnvName(flag string) string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
-}
+func EnvName(flag string) string { return etcdclient.EnvName(flag) }
 
 // rawValue holds a flag's text until Load applies it, so that a bad value is
 // reported like a bad file value, naming the flag.
@@ -47,6 +48,9 @@ func (v *rawValue) Type() string { return v.kind }
 func BindFlags(fs *pflag.FlagSet, m Mode) {
 	def := Default()
 	for _, s := range settingsFor(m) {
+		if s.envOnly {
+			continue
+		}
 		usage := fmt.Sprintf("%s (env %s)", s.usage, EnvName(s.name))
 		fs.Var(&rawValue{s: s.get(&def), kind: s.kind}, s.name, usage)
 	}
@@ -64,19 +68,25 @@ func Load(path string, m Mode, lookupEnv func(string) (string, bool), fs *pflag.
 			return Config{}, err
 		}
 	}
+	cfg.origin = map[string]string{}
 	for _, s := range settingsFor(m) {
 		if v, ok := lookupEnv(EnvName(s.name)); ok {
 			if err := s.set(&cfg, v); err != nil {
 				return Config{}, fieldErr(EnvName(s.name), "%v", err)
 			}
+			cfg.origin[s.field] = EnvName(s.name)
 		}
 	}
 	for _, s := range settingsFor(m) {
-		if f := fs.Lookup(s.name); f != nil && f.Changed {
+		if f := fs.Lookup(s.name); f != nil && f.Changed && !s.envOnly {
 			if err := s.set(&cfg, f.Value.String()); err != nil {
 				return Config{}, fieldErr("--"+s.name, "%v", err)
 			}
+			cfg.origin[s.field] = "--" + s.name
 		}
+	}
+	if err := cfg.readPasswordFile(lookupEnv); err != nil {
+		return Config{}, err
 	}
 	if m == ModeSidecar && cfg.Sidecar.Holder == "" {
 		cfg.Sidecar.Holder = podHolder(lookupEnv)
@@ -110,4 +120,27 @@ func podHolder(lookupEnv func(string) (string, bool)) string {
 		return name
 	}
 	return ns + "/" + name
+}
+
+// readPasswordFile fills etcd.password from etcd.passwordFile, or from
+// $ETCDPOOL_PASSWORD_FILE, when no password is set.
+func (c *Config) readPasswordFile(lookupEnv func(string) (string, bool)) error {
+	path, field := c.Etcd.PasswordFile, c.field("etcd.passwordFile")
+	if path == "" {
+		path, _ = lookupEnv(etcdclient.EnvPasswordFile)
+		field = etcdclient.EnvPasswordFile
+	}
+	if c.Etcd.Password != "" || path == "" {
+		return nil
+	}
+	pw, err := etcdclient.ReadPasswordFile(field, path)
+	if err != nil {
+		var fe *etcdclient.FieldError
+		if errors.As(err, &fe) {
+			return fieldErr(fe.Field, "%s", fe.Msg)
+		}
+		return err
+	}
+	c.Etcd.Password = pw
+	return nil
 }

@@ -1,18 +1,23 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // setting is one value that an environment variable and a flag can set.
 type setting struct {
-	name  string // flag name; the variable is EnvName(name)
-	kind  string // shown in help
-	usage string
-	get   func(*Config) string
-	set   func(*Config, string) error
+	name    string // flag name; the variable is EnvName(name)
+	kind    string // shown in help
+	usage   string
+	field   string // dotted path of the field it sets
+	envOnly bool   // no flag: secrets never go on argv
+	get     func(*Config) string
+	set     func(*Config, string) error
 }
 
 func settingsFor(m Mode) []setting {
@@ -28,14 +33,16 @@ func settingsFor(m Mode) []setting {
 
 func commonSettings() []setting {
 	return []setting{
-		listSetting("endpoints", "etcd client URLs, comma-separated", func(c *Config) *[]string { return &c.Etcd.Endpoints }),
-		durSetting("dial-timeout", "bound on connecting and on each etcd request", func(c *Config) *Duration { return &c.Etcd.DialTimeout }),
-		strSetting("user", "etcd username", func(c *Config) *string { return &c.Etcd.Username }),
-		strSetting("password", "etcd password", func(c *Config) *string { return &c.Etcd.Password }),
-		strSetting("cert", "TLS client certificate file", func(c *Config) *string { return &c.Etcd.TLS.CertFile }),
-		strSetting("key", "TLS client key file", func(c *Config) *string { return &c.Etcd.TLS.KeyFile }),
-		strSetting("cacert", "TLS CA bundle file", func(c *Config) *string { return &c.Etcd.TLS.CAFile }),
-		strSetting("prefix", "root of etcdpool's keys", func(c *Config) *string { return &c.Prefix }),
+		at("etcd.endpoints", listSetting("endpoints", "etcd endpoints, comma-separated: host:port, http://host:port or https://host:port", func(c *Config) *[]string { return &c.Etcd.Endpoints })),
+		at("etcd.dialTimeout", durSetting("dial-timeout", "bound on connecting and on each etcd request", func(c *Config) *Duration { return &c.Etcd.DialTimeout })),
+		at("etcd.username", userSetting()),
+		at("etcd.password", envOnly(strSetting("password", "etcd password", func(c *Config) *string { return &c.Etcd.Password }))),
+		at("etcd.passwordFile", strSetting("password-file", "file whose first line is the password of --user", func(c *Config) *string { return &c.Etcd.PasswordFile })),
+		at("etcd.tls.certFile", strSetting("cert", "TLS client certificate file; needs --key", func(c *Config) *string { return &c.Etcd.TLS.CertFile })),
+		at("etcd.tls.keyFile", strSetting("key", "TLS client key file; needs --cert", func(c *Config) *string { return &c.Etcd.TLS.KeyFile })),
+		at("etcd.tls.caFile", strSetting("cacert", "TLS CA bundle file; turns TLS on", func(c *Config) *string { return &c.Etcd.TLS.CAFile })),
+		at("etcd.tls.serverName", strSetting("server-name", "name to verify in the server certificate instead of the endpoint's host; turns TLS on", func(c *Config) *string { return &c.Etcd.TLS.ServerName })),
+		at("prefix", strSetting("prefix", "root of etcdpool's keys", func(c *Config) *string { return &c.Prefix })),
 		strSetting("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.Log.Level }),
 		strSetting("log-format", "text or json", func(c *Config) *string { return &c.Log.Format }),
 	}
@@ -64,6 +71,34 @@ func sidecarSettings() []setting {
 		strSetting("env-file", "env file the claim is written to (default: seat file with .env)", func(c *Config) *string { return &c.Sidecar.EnvFile }),
 		durSetting("loss-grace", "after losing the seat, time before exiting with code 3", func(c *Config) *Duration { return &c.Sidecar.LossGrace }),
 	}
+}
+
+// at records the field a setting sets.
+func at(field string, s setting) setting { s.field = field; return s }
+
+// envOnly makes a setting a variable without a flag.
+func envOnly(s setting) setting { s.envOnly = true; return s }
+
+// userSetting is --user: a user name, or user:password as poolctl takes
+// it (the password then shows in ps).
+func userSetting() setting {
+	return setting{name: "user", kind: "string", usage: "etcd user, or user:password (visible in ps; prefer --password-file or ETCDPOOL_PASSWORD)",
+		get: func(c *Config) string { return c.Etcd.Username },
+		set: func(c *Config, v string) error {
+			user, pass, inline, err := etcdclient.ParseUser(v)
+			if err != nil {
+				var fe *etcdclient.FieldError
+				if errors.As(err, &fe) {
+					return errors.New(fe.Msg)
+				}
+				return err
+			}
+			c.Etcd.Username = user
+			if inline {
+				c.Etcd.Password = pass
+			}
+			return nil
+		}}
 }
 
 func strSetting(name, usage string, field func(*Config) *string) setting {

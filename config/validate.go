@@ -1,13 +1,14 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // Validate checks the fields and cross-field rules shared by every mode,
@@ -50,37 +51,26 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
+// validateEtcd checks the connection settings with etcdclient, the rules
+// poolctl applies too, and names the field (and the variable or flag it
+// came from).
 func (c Config) validateEtcd() error {
 	e := c.Etcd
-	if len(e.Endpoints) == 0 {
-		return fieldErr("etcd.endpoints", "must list at least one URL")
+	if e.Username != "" && e.Password == "" {
+		return fieldErr(c.field("etcd.password"), "user %q has no password: set etcd.passwordFile, %s or %s",
+			e.Username, etcdclient.EnvPasswordFile, etcdclient.EnvPassword)
 	}
-	for i, ep := range e.Endpoints {
-		if err := checkEndpoint(ep); err != nil {
-			return fieldErr(fmt.Sprintf("etcd.endpoints[%d]", i), "%v", err)
-		}
+	err := e.Client().Validate()
+	var fe *etcdclient.FieldError
+	if err == nil || !errors.As(err, &fe) {
+		return err
 	}
-	if e.DialTimeout <= 0 {
-		return fieldErr("etcd.dialTimeout", "must be positive, got %v", e.DialTimeout)
+	path := map[string]string{"endpoints": "etcd.endpoints", "dial-timeout": "etcd.dialTimeout",
+		"cert": "etcd.tls.keyFile", "user": "etcd.username", "cacert": "etcd.tls.caFile"}[fe.Field]
+	if path == "" {
+		path = "etcd." + fe.Field
 	}
-	if (e.Username == "") != (e.Password == "") {
-		return fieldErr("etcd.password", "username and password must be set together")
-	}
-	if (e.TLS.CertFile == "") != (e.TLS.KeyFile == "") {
-		return fieldErr("etcd.tls.keyFile", "certFile and keyFile must be set together")
-	}
-	return nil
-}
-
-func checkEndpoint(ep string) error {
-	u, err := url.Parse(ep)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL: %v", ep, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q must start with http:// or https://", ep)
-	}
-	return checkHostPort(u.Host, true)
+	return fieldErr(c.field(path), "%s", fe.Msg)
 }
 
 // checkHostPort accepts host:port with a numeric port; the host may be
@@ -132,8 +122,15 @@ func (c Config) checkTTL(field string, ttl Duration) error {
 }
 
 // checkName checks a pool, instance or tenant name with
-// coordinator.ValidateName.
+// coordinator.ValidateName, and also refuses "." and ".." and echoes at
+// most the start of a long name (coordinator.ValidateName does neither).
 func checkName(field, n string) error {
+	switch {
+	case n == "." || n == "..":
+		return fieldErr(field, "%q is not a name", n)
+	case len(n) > coordinator.MaxNameLen:
+		return fieldErr(field, "%s: at most %d characters", etcdclient.Truncate(n), coordinator.MaxNameLen)
+	}
 	if err := coordinator.ValidateName(n); err != nil {
 		return fieldErr(field, "%s", invalidReason(err))
 	}

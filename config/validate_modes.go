@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/termsafe"
 )
 
 func (c Config) validateAgent() error {
@@ -89,6 +90,9 @@ func (c Config) validateSidecar() error {
 	}
 	if err := checkLabels("sidecar.labels", s.Labels); err != nil {
 		return err
+	}
+	if err := termsafe.Check(s.Holder); err != nil {
+		return fieldErr("sidecar.holder", "%v", err)
 	}
 	if len(s.Holder) > coordinator.MaxHolderLen {
 		return fieldErr("sidecar.holder", "longer than %d bytes", coordinator.MaxHolderLen)

@@ -7,10 +7,16 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/agent"
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/roles"
 )
 
 func TestExitCode(t *testing.T) {
@@ -52,4 +58,92 @@ func TestExecuteInProcess(t *testing.T) {
 	if code, _, errs := execute("dev", "--capacity", "0", "--data-dir", t.TempDir()); code != ExitUsage || !strings.Contains(errs, "agent.pools[0].capacity") {
 		t.Errorf("dev --capacity 0: code %d, stderr %s", code, errs)
 	}
+}
+
+// TestStartupRefusals runs serve and sidecar in-process against an
+// auth-enabled etcd: a user without the permissions its mode needs, or
+// with a wrong password, exits 1 at once naming the operation and key;
+// http:// with TLS settings is refused before connecting; the agent role
+// is enough for serve.
+func TestStartupRefusals(t *testing.T) {
+	c := etcdtest.Start(t)
+	root := etcdtest.EnableAuth(t, c.Client(t))
+	agenttest.CreatePool(t, agenttest.Coordinator(t, root), "p", coordinator.PoolSpec{Capacity: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, r := range []struct {
+		pool  string
+		actor roles.Actor
+	}{{"p", roles.Agent}, {"q", roles.Claimant}, {"", roles.Viewer}} {
+		name := roles.Name(coordinator.DefaultPrefix, r.pool, r.actor)
+		if err := roles.Apply(ctx, root, name, roles.Permissions(coordinator.DefaultPrefix, r.pool, r.actor)); err != nil {
+			t.Fatal(err)
+		}
+		etcdtest.AddUser(t, root, string(r.actor), "pw", name)
+	}
+	cfgFile := agenttest.WriteFile(t, "agent.yaml", "agent:\n  instances:\n    - {pool: p, id: i0}\n")
+	dir := t.TempDir()
+	sidecar := []string{"sidecar", "--pool", "p", "--listen", "127.0.0.1:0", "--seat-file", dir + "/seat.json"}
+	serve := []string{"serve", "--config", cfgFile, "--listen", "127.0.0.1:0"}
+	tests := []struct {
+		name     string
+		user     string
+		args     []string
+		code     int
+		want     string
+		endpoint string
+	}{
+		{"serve as viewer", "viewer", serve, ExitError, "etcd refused write of /etcdpool/pools/p/instances/*: permission denied", ""},
+		{"sidecar as viewer", "viewer", sidecar, ExitError, "etcd refused write of /etcdpool/pools/p/seats/*: permission denied", ""},
+		{"sidecar as claimant of another pool", "claimant", sidecar, ExitError, "etcd refused read of /etcdpool/pools/p/*: permission denied", ""},
+		{"wrong password", "agent:nope", serve, ExitError, "authentication failed", ""},
+		{"upper-case http with TLS", "agent", append(serve, "--cacert", cfgFile), ExitUsage, "plain http://", "HTTP://" + strings.TrimPrefix(c.Endpoint(0), "http://")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := tt.endpoint
+			if ep == "" {
+				ep = c.Endpoint(0)
+			}
+			env := map[string]string{"ETCDPOOL_PASSWORD": "pw"}
+			var errb agenttest.SyncBuffer
+			start := time.Now()
+			code := Execute(ctx, append(tt.args, "--endpoints", ep, "--user", tt.user),
+				Streams{Out: &errb, Err: &errb, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+			if code != tt.code || !strings.Contains(errb.String(), tt.want) {
+				t.Errorf("code %d, want %d; output lacks %q:\n%s", code, tt.code, tt.want, errb.String())
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+	t.Run("serve as agent", func(t *testing.T) {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		var errb agenttest.SyncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- Execute(sctx, append(serve, "--endpoints", c.Endpoint(0), "--user", "agent", "--drain-timeout", "0s"),
+				Streams{Out: &errb, Err: &errb, LookupEnv: func(k string) (string, bool) { return "pw", k == "ETCDPOOL_PASSWORD" }})
+		}()
+		key := coordinator.SegPrefix(coordinator.DefaultPrefix, "p", coordinator.SegInstances) + "i0"
+		agenttest.Eventually(t, 15*time.Second, "instance registered", func() bool {
+			resp, err := root.Get(ctx, key)
+			return err == nil && len(resp.Kvs) == 1
+		})
+		// Garbage over the instance, keeping the agent's lease: the agent
+		// writes it again within its owner-check interval (5s).
+		if _, err := root.Put(ctx, key, "garbage", clientv3.WithIgnoreLease()); err != nil {
+			t.Fatal(err)
+		}
+		agenttest.Eventually(t, 20*time.Second, "corrupt instance repaired", func() bool {
+			resp, err := root.Get(ctx, key)
+			return err == nil && len(resp.Kvs) == 1 && coordinator.CheckInstanceValue("i0", resp.Kvs[0].Value) == nil
+		})
+		stop()
+		if code := <-done; code != ExitOK {
+			t.Errorf("serve as agent exited %d:\n%s", code, errb.String())
+		}
+	})
 }

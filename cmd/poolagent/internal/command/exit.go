@@ -12,7 +12,9 @@ const (
 	// ExitOK: success, including a clean shutdown on SIGINT or SIGTERM.
 	ExitOK = 0
 	// ExitError: a runtime error (etcd unreachable at a point that needs
-	// it, a port in use, no seat within the wait timeout).
+	// it, a port in use, no seat within the wait timeout), or etcd refusing
+	// for good at start (TLS failure, authentication failed, permission
+	// denied; see startupCheck).
 	ExitError = 1
 	// ExitUsage: bad configuration, flags or arguments.
 	ExitUsage = 2

@@ -18,7 +18,9 @@ import (
 	"github.com/etcdpool/etcdpool/agent"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/metrics"
+	"github.com/etcdpool/etcdpool/internal/roles"
 )
 
 // newLogger returns the slog logger that cfg asks for, writing to w.
@@ -77,8 +79,13 @@ func openProcess(path string, mode config.Mode, s Streams, fs *pflag.FlagSet) (p
 	if mode == config.ModeSidecar {
 		field, addr = "sidecar.listen", cfg.Sidecar.Listen
 	}
+	log := newLogger(cfg.Log, s.Err)
 	cli, err := agent.NewClient(cfg.Etcd)
 	if err != nil {
+		return process{}, err
+	}
+	if err := startupCheck(cli, cfg, mode, log); err != nil {
+		cli.Close()
 		return process{}, err
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -86,7 +93,7 @@ func openProcess(path string, mode config.Mode, s Streams, fs *pflag.FlagSet) (p
 		cli.Close()
 		return process{}, fmt.Errorf("listen on %s %s: %w", field, addr, err)
 	}
-	return process{cfg: cfg, log: newLogger(cfg.Log, s.Err), cli: cli, ln: ln}, nil
+	return process{cfg: cfg, log: log, cli: cli, ln: ln}, nil
 }
 
 // close closes the etcd client.
@@ -212,4 +219,56 @@ func agentPools(a config.Agent) []string {
 		add(in.Pool)
 	}
 	return out
+}
+
+// startupCheck waits up to etcd.dialTimeout for a connection and asks etcd
+// whether this process may do what its mode needs (roles.Permissions),
+// changing nothing. A TLS failure or a permanent refusal (permission
+// denied, authentication failed) is returned: it does not pass by
+// waiting, and the process exits 1 naming the operation and the key. An
+// unreachable etcd is only logged: the process starts and keeps retrying.
+func startupCheck(cli *clientv3.Client, cfg config.Config, mode config.Mode, log *slog.Logger) error {
+	timeout := cfg.Etcd.DialTimeout.D()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
+	defer cancel()
+	if err := etcdclient.WaitReady(ctx, cli, cfg.Etcd.Client()); err != nil {
+		if etcdclient.IsPermanent(err) {
+			return fmt.Errorf("startup check: %w", err)
+		}
+		log.Warn("etcd unreachable at start; retrying", "err", err)
+		return nil
+	}
+	err := etcdclient.CheckAccess(ctx, cli, startupAccess(cfg, mode))
+	switch {
+	case err == nil:
+		return nil
+	case etcdclient.IsPermanent(err):
+		return fmt.Errorf("startup check: %w (see `poolctl roles` for what the %s needs)", err, actorOf(mode))
+	}
+	log.Warn("cannot check etcd permissions at start; retrying", "err", err)
+	return nil
+}
+
+// startupAccess is what mode needs: the agent role for each pool of its
+// instances (and write on the spec of each pool it creates), or the
+// claimant role for the sidecar's pool.
+func startupAccess(cfg config.Config, mode config.Mode) []etcdclient.Access {
+	if mode == config.ModeSidecar {
+		return roles.Permissions(cfg.Prefix, cfg.Sidecar.Pool, roles.Claimant)
+	}
+	var need []etcdclient.Access
+	for _, p := range agentPools(cfg.Agent) {
+		need = append(need, roles.Permissions(cfg.Prefix, p, roles.Agent)...)
+	}
+	for _, p := range cfg.Agent.Pools {
+		need = append(need, etcdclient.Access{Write: true, Key: coordinator.SegPrefix(cfg.Prefix, p.Name, coordinator.SegSpec)})
+	}
+	return need
+}
+
+func actorOf(mode config.Mode) roles.Actor {
+	if mode == config.ModeSidecar {
+		return roles.Claimant
+	}
+	return roles.Agent
 }

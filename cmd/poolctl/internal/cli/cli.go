@@ -94,7 +94,7 @@ func Main(args []string, env *Env) int {
 func Message(err error) string {
 	msg := strings.ReplaceAll(err.Error(), "coordinator: ", "")
 	msg = strings.ReplaceAll(msg, "etcdserver: ", "")
-	return strings.Join(strings.Fields(msg), " ")
+	return escape(strings.Join(strings.Fields(msg), " "))
 }
 
 // signalRouter turns SIGINT, SIGTERM and SIGHUP into a cancelled context,

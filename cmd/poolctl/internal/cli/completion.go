@@ -42,8 +42,7 @@ func newCompletionCommand() *cobra.Command {
 func completePools(g *globalOptions) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		// Never prompt for a password in the middle of a completion.
-		prompt := g.User != "" && !strings.Contains(g.User, ":") && g.env.Getenv("ETCDPOOL_PASSWORD") == ""
-		if len(args) > 0 || prompt || g.validate() != nil {
+		if len(args) > 0 || g.applyEnv(cmd.Flags()) != nil || g.validate() != nil || g.needsPrompt() {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var names []string

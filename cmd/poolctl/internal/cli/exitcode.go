@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // Exit codes. They form one table, exitCodes below, which the help text
@@ -32,6 +32,9 @@ const (
 	ExitTimeout = 6
 	// ExitSeatLost is run losing its seat while the command ran.
 	ExitSeatLost = 7
+	// ExitDenied is etcd refusing the request: permission denied by its
+	// RBAC, or authentication failed.
+	ExitDenied = 8
 	// ExitCannotExec is run's command found but not executable (the
 	// shell's 126).
 	ExitCannotExec = 126
@@ -50,10 +53,11 @@ var exitCodes = []struct {
 	{ExitError, "any other error"},
 	{ExitUsage, "bad usage or input: unknown flag, missing argument, invalid name, capacity, duration or token"},
 	{ExitConflict, "conflict: stale token, pool already exists, pool in use, concurrent modification"},
-	{ExitUnreachable, "etcd unreachable: no connection within --dial-timeout, or no answer within --command-timeout"},
+	{ExitUnreachable, "etcd unreachable: no connection within --dial-timeout (a TLS failure names its cause), or no answer within --command-timeout"},
 	{ExitNotFound, "not found: pool, seat or instance"},
 	{ExitTimeout, "timed out waiting: run found no seat within --wait (or at once with --no-wait); drain --wait: seats still held after --timeout"},
 	{ExitSeatLost, "run: the seat was lost while the command ran (force-release, lease loss, instance gone, pool deleted); the command was stopped"},
+	{ExitDenied, "denied: etcd refused the request (permission denied by RBAC, or authentication failed); see `poolctl roles`"},
 	{ExitCannotExec, "run: the command was found but cannot be executed (not executable, a directory, bad format)"},
 	{ExitCommandNotFound, "run: the command was not found (not in PATH, or no such file)"},
 	{ExitInterrupted, "interrupted by SIGINT, SIGTERM or SIGHUP before run started its command"},
@@ -122,6 +126,8 @@ func ExitCode(err error) int {
 		return ExitTimeout
 	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
 		return ExitInterrupted
+	case etcdclient.Denied(err):
+		return ExitDenied
 	case errors.Is(err, errUsage), errors.Is(err, coordinator.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, coordinator.ErrStaleToken), errors.Is(err, coordinator.ErrConflict),
@@ -137,18 +143,24 @@ func ExitCode(err error) int {
 }
 
 // unreachable reports errors that mean etcd could not be reached or did not
-// answer: our own dial check, a request deadline, no leader, or gRPC
-// Unavailable.
+// answer: our own dial check, or an error etcdclient.Classify finds
+// transient (Unavailable, no leader) or ambiguous (a deadline).
 func unreachable(err error) bool {
-	if errors.Is(err, errUnreachable) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) ||
-		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) {
+	if errors.Is(err, errUnreachable) || errors.Is(err, etcdclient.ErrUnreachable) {
 		return true
 	}
-	if s, ok := status.FromError(err); ok {
-		return s.Code() == codes.Unavailable || s.Code() == codes.DeadlineExceeded
+	var ec interface{ Code() codes.Code }
+	if errors.As(err, &ec) || isStatus(err) {
+		c := etcdclient.Classify(err)
+		return c == etcdclient.Transient || c == etcdclient.Ambiguous
 	}
-	return false
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// isStatus reports an error that carries a gRPC status.
+func isStatus(err error) bool {
+	_, ok := status.FromError(err)
+	return ok
 }
 
 // exitCodeHelp renders the exit code table for the help text.

@@ -46,7 +46,11 @@ func TestExitCode(t *testing.T) {
 		{"seat lost", classify(errSeatLost, coordinator.ErrForceReleased), ExitSeatLost},
 		{"interrupted", interruptError{sig: os.Interrupt}, ExitInterrupted},
 		{"command status", classify(errRan, exitStatus{code: 42}), 42},
-		{"auth failed", rpctypes.ErrAuthFailed, ExitError},
+		{"auth failed", rpctypes.ErrAuthFailed, ExitDenied},
+		{"permission denied", wrap(rpctypes.ErrPermissionDenied), ExitDenied},
+		{"grpc permission denied", status.Error(codes.PermissionDenied, "x"), ExitDenied},
+		{"too many ops", wrap(rpctypes.ErrTooManyOps), ExitError},
+		{"etcd timeout", wrap(rpctypes.ErrTimeout), ExitUnreachable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +78,7 @@ func TestExitCodeTableDocumented(t *testing.T) {
 			t.Errorf("help text lacks exit code %d", e.Code)
 		}
 	}
-	for _, c := range []int{ExitOK, ExitError, ExitUsage, ExitConflict, ExitUnreachable, ExitNotFound, ExitTimeout, ExitSeatLost, ExitInterrupted} {
+	for _, c := range []int{ExitOK, ExitError, ExitUsage, ExitConflict, ExitUnreachable, ExitNotFound, ExitTimeout, ExitSeatLost, ExitDenied, ExitInterrupted} {
 		found := false
 		for _, e := range exitCodes {
 			found = found || e.Code == c

@@ -5,12 +5,21 @@ import (
 	"strings"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // checkName checks a pool, instance or tenant name before anything
-// connects, with coordinator.ValidateName. what names the argument in the
-// message: `pool name "a/b" has '/'; ...`.
+// connects, with coordinator.ValidateName, and also refuses "." and ".."
+// (path segments that tools resolving keys as paths misread) and echoes at
+// most the start of a long name. what names the argument in the message:
+// `pool name "a/b" has '/'; ...`.
 func checkName(what, n string) error {
+	switch {
+	case n == "." || n == "..":
+		return usageError("%s %q: not a name; use letters, digits or punctuation other than '/'", what, n)
+	case len(n) > coordinator.MaxNameLen:
+		return usageError("%s %s: at most %d characters", what, etcdclient.Truncate(n), coordinator.MaxNameLen)
+	}
 	if err := coordinator.ValidateName(n); err != nil {
 		return usageError("%s %s", what, invalidReason(err))
 	}

@@ -7,7 +7,8 @@ import (
 	"text/tabwriter"
 )
 
-// tablePrinter prints aligned columns, kubectl style.
+// tablePrinter prints aligned columns, kubectl style. Every cell and text
+// line passes through escape: values come from etcd, written by anyone.
 type tablePrinter struct {
 	w         io.Writer
 	noHeaders bool
@@ -21,14 +22,18 @@ func (p *tablePrinter) Print(r Result) error {
 		if r.Text == "" {
 			return nil
 		}
-		_, err := fmt.Fprintln(p.w, strings.TrimRight(r.Text, "\n"))
+		var lines []string
+		for _, l := range strings.Split(strings.TrimRight(r.Text, "\n"), "\n") {
+			lines = append(lines, escape(l))
+		}
+		_, err := fmt.Fprintln(p.w, strings.Join(lines, "\n"))
 		return err
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 8, 3, ' ', 0)
 	if !p.noHeaders {
 		fmt.Fprintln(tw, strings.Join(r.Header, "\t"))
 	}
-	for _, row := range r.Rows {
+	for _, row := range escapeRows(r.Rows) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
@@ -48,7 +53,7 @@ func (p *tablePrinter) Stream(r Result) error {
 			}
 		}
 	}
-	for _, row := range r.Rows {
+	for _, row := range escapeRows(r.Rows) {
 		if _, err := fmt.Fprintln(p.w, padRow(row, p.widths)); err != nil {
 			return err
 		}

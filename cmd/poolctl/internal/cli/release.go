@@ -70,7 +70,7 @@ func (o *releaseOptions) Validate() error {
 	if o.Token == "" && !o.Force {
 		return usageError("give --token T (fenced) or --force (whoever holds it now)")
 	}
-	return nil
+	return checkText("--reason", o.Reason, MaxReasonLen)
 }
 
 // Run implements command.

@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // Defaults of the global flags.
 const (
-	defaultEndpoint       = "127.0.0.1:2379"
-	defaultDialTimeout    = 2 * time.Second
+	defaultEndpoint       = etcdclient.DefaultEndpoint
+	defaultDialTimeout    = etcdclient.DefaultDialTimeout
 	defaultCommandTimeout = 5 * time.Second
 )
 
@@ -30,25 +32,34 @@ type globalOptions struct {
 	CACert         string
 	Cert           string
 	Key            string
+	ServerName     string
 	User           string
+	PasswordFile   string
 	DialTimeout    time.Duration
 	CommandTimeout time.Duration
 	Output         string
 	NoHeaders      bool
+
+	fromEnv map[string]bool // flags set from their ETCDPOOL_* variable
 }
 
 // newRootCommand builds the poolctl command tree for one invocation.
 func newRootCommand(env *Env, sigs *signalRouter) *cobra.Command {
-	g := &globalOptions{env: env, sigs: sigs}
+	g := &globalOptions{env: env, sigs: sigs, fromEnv: map[string]bool{}}
 	root := &cobra.Command{
 		Use:   "poolctl",
 		Short: "Operate etcdpool seat pools",
 		Long: "poolctl manages etcdpool pools: create and resize them, inspect seats, instances\n" +
 			"and queues, force-release seats, drain instances, stream events, and run a\n" +
 			"command while holding a seat.\n\n" + exitCodeHelp(),
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		PersistentPreRunE: ran(func(*cobra.Command, []string) error { return g.validate() }),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: ran(func(cmd *cobra.Command, _ []string) error {
+			if err := g.applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return g.validate()
+		}),
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.SetIn(env.In)
@@ -60,64 +71,93 @@ func newRootCommand(env *Env, sigs *signalRouter) *cobra.Command {
 		newPoolCommand(g), newSeatsCommand(g), newInstancesCommand(g), newQueueCommand(g),
 		newReleaseCommand(g), newDrainCommand(g, coordinator.InstanceDraining),
 		newDrainCommand(g, coordinator.InstanceReady), newWatchCommand(g), newRunCommand(g),
-		newStatusCommand(g), newCompletionCommand(), newVersionCommand(g),
+		newStatusCommand(g), newRolesCommand(g), newDoctorCommand(g), newCompletionCommand(), newVersionCommand(g),
 	)
 	return root
 }
 
 func (g *globalOptions) addFlags(root *cobra.Command) {
-	eps := []string{defaultEndpoint}
-	if v := g.env.Getenv("ETCDPOOL_ENDPOINTS"); v != "" {
-		eps = strings.Split(v, ",")
-	}
 	f := root.PersistentFlags()
-	f.StringSliceVar(&g.Endpoints, "endpoints", eps, "etcd endpoints, comma-separated (env ETCDPOOL_ENDPOINTS)")
+	f.StringSliceVar(&g.Endpoints, "endpoints", []string{defaultEndpoint}, "etcd endpoints, comma-separated: host:port, http://host:port or https://host:port")
 	f.StringVar(&g.Prefix, "prefix", coordinator.DefaultPrefix, "root prefix of etcdpool's keys")
-	f.StringVar(&g.CACert, "cacert", "", "verify the etcd server with this CA bundle (PEM)")
+	f.StringVar(&g.CACert, "cacert", "", "verify the etcd server with this CA bundle (PEM); turns TLS on")
 	f.StringVar(&g.Cert, "cert", "", "client certificate (PEM) for TLS; needs --key")
 	f.StringVar(&g.Key, "key", "", "client private key (PEM) for TLS; needs --cert")
-	f.StringVar(&g.User, "user", "", "etcd user as user:password, or user alone to take the password from ETCDPOOL_PASSWORD or a prompt")
+	f.StringVar(&g.ServerName, "server-name", "", "name to verify in the server certificate instead of the endpoint's host; turns TLS on")
+	f.StringVar(&g.User, "user", "", "etcd user, or user:password (visible in ps); the password otherwise comes from --password-file, ETCDPOOL_PASSWORD_FILE, ETCDPOOL_PASSWORD or a prompt")
+	f.StringVar(&g.PasswordFile, "password-file", "", "file whose first line is the password of --user")
 	f.DurationVar(&g.DialTimeout, "dial-timeout", defaultDialTimeout, "how long to wait for a connection to etcd")
 	f.DurationVar(&g.CommandTimeout, "command-timeout", defaultCommandTimeout, "bound on each command's etcd requests (not on run's or watch's lifetime)")
 	f.StringVarP(&g.Output, "output", "o", "table", "output format: table, json or yaml")
 	f.BoolVar(&g.NoHeaders, "no-headers", false, "omit table headers")
+	for _, name := range envFlags {
+		fl := f.Lookup(name)
+		fl.Usage += " (env " + envName(name) + ")"
+	}
 }
 
-// validate checks the global flags before any command connects.
+// envFlags are the connection flags that an ETCDPOOL_* variable sets when
+// the flag is absent; poolagent reads the same variables.
+var envFlags = []string{"endpoints", "prefix", "cacert", "cert", "key", "server-name", "user", "password-file", "dial-timeout"}
+
+// envName is the variable of a flag, as poolagent names it.
+func envName(flag string) string { return etcdclient.EnvName(flag) }
+
+// applyEnv sets each flag of envFlags that the command line left alone
+// from its variable.
+func (g *globalOptions) applyEnv(fs *pflag.FlagSet) error {
+	for _, name := range envFlags {
+		fl := fs.Lookup(name)
+		v := g.env.Getenv(envName(name))
+		if fl == nil || fl.Changed || v == "" {
+			continue
+		}
+		if err := fl.Value.Set(v); err != nil {
+			return usageError("%s: %v", envName(name), err)
+		}
+		g.fromEnv[name] = true
+	}
+	return nil
+}
+
+// validate checks the global flags before any command connects. The
+// connection settings are checked by etcdclient, as in poolagent.
 func (g *globalOptions) validate() error {
 	switch g.Output {
 	case "table", "json", "yaml":
 	default:
 		return usageError("--output %q: want table, json or yaml", g.Output)
 	}
-	if len(g.Endpoints) == 0 {
-		return usageError("--endpoints: at least one endpoint is required")
-	}
-	for _, ep := range g.Endpoints {
-		if strings.TrimSpace(ep) == "" {
-			return usageError("--endpoints: empty endpoint in %q", strings.Join(g.Endpoints, ","))
-		}
-	}
 	if err := checkPrefix(g.Prefix); err != nil {
 		return err
 	}
-	if g.DialTimeout <= 0 || g.CommandTimeout <= 0 {
-		return usageError("--dial-timeout and --command-timeout must be positive")
+	if g.CommandTimeout <= 0 {
+		return usageError("--command-timeout must be positive")
 	}
-	if (g.Cert == "") != (g.Key == "") {
-		return usageError("--cert and --key go together")
+	ec := etcdclient.Config{Endpoints: g.Endpoints, DialTimeout: g.DialTimeout,
+		CAFile: g.CACert, CertFile: g.Cert, KeyFile: g.Key, ServerName: g.ServerName}
+	if err := ec.Validate(); err != nil {
+		return g.fieldErr(err)
 	}
-	if g.tls() {
-		for _, ep := range g.Endpoints {
-			if strings.HasPrefix(ep, "http://") {
-				return usageError("endpoint %q is plain http:// but TLS flags are set; use https:// or host:port", ep)
-			}
-		}
+	if _, _, _, err := etcdclient.ParseUser(g.User); g.User != "" && err != nil {
+		return g.fieldErr(err)
 	}
 	return nil
 }
 
-func (g *globalOptions) tls() bool { return g.CACert != "" || g.Cert != "" }
+// fieldErr is an etcdclient.FieldError as bad usage, naming the flag or
+// the variable the value came from.
+func (g *globalOptions) fieldErr(err error) error {
+	var fe *etcdclient.FieldError
+	if !errors.As(err, &fe) {
+		return usageError("%w", err)
+	}
+	name := "--" + fe.Field
+	if g.fromEnv[fe.Field] {
+		name = envName(fe.Field)
+	}
+	return usageError("%s: %s", name, fe.Msg)
+}
 
 // command is what every verb's Options implements, kubectl style.
 type command interface {

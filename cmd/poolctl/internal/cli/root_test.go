@@ -137,8 +137,8 @@ func TestAuth(t *testing.T) {
 		{"user:password", []string{"--user", "root:s3cret", "pool", "create", "a", "--capacity", "1"}, nil, "", ExitOK},
 		{"password from env", []string{"--user", "root", "pool", "get", "a"}, map[string]string{"ETCDPOOL_PASSWORD": "s3cret"}, "", ExitOK},
 		{"password prompted", []string{"--user", "root", "status"}, nil, "s3cret", ExitOK},
-		{"wrong password", []string{"--user", "root:nope", "status"}, nil, "", ExitError},
-		{"no credentials", []string{"status"}, nil, "", ExitError},
+		{"wrong password", []string{"--user", "root:nope", "status"}, nil, "", ExitDenied},
+		{"no credentials", []string{"status"}, nil, "", ExitDenied},
 		{"no password, no terminal", []string{"--user", "root", "status"}, nil, "", ExitUsage},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 )
@@ -54,15 +55,29 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Tenant, "tenant", "", "charge the seat to this tenant (subject to tenant limits)")
 	f.StringVar(&o.Instance, "instance", "", "bind the seat to this instance")
-	f.StringArrayVar(&o.Labels, "label", nil, "bind the seat to an instance with label k=v, repeatable")
+	f.StringArrayVar(&o.Labels, "label", nil, "bind the seat to an instance with label k=v; repeatable, or k=v,k2=v2 (alias --labels)")
 	f.StringVar(&o.Holder, "holder", "", "holder name shown to operators (default <hostname>/<pid>)")
-	f.DurationVar(&o.Wait, "wait", 0, "give up (exit 6) if no seat is granted within this long; 0 waits as long as it takes")
+	f.DurationVar(&o.Wait, "wait", 0, "give up (exit 6) if no seat is granted within this long; 0 waits as long as it takes (alias --wait-timeout)")
 	f.BoolVar(&o.NoWait, "no-wait", false, "give up at once (exit 6) if no seat is free now")
 	f.DurationVar(&o.TTL, "ttl", 0, "session lease TTL, whole seconds (default: the pool's seat TTL)")
 	f.DurationVar(&o.KillGrace, "kill-grace", defaultKillGrace, "after SIGTERM, wait this long before SIGKILL")
 	f.StringVar(&o.DrainSignal, "drain-signal", "", "send this signal (e.g. USR1, TERM) to the command when its instance starts draining; default none")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "report waiting, the seat taken and its release on stderr")
+	f.SetNormalizeFunc(sidecarFlagNames)
 	return cmd
+}
+
+// sidecarFlagNames lets run take the names `poolagent sidecar` uses for
+// the same settings: --wait-timeout is --wait, and --labels k=v,k2=v2 is
+// --label with a comma-separated list.
+func sidecarFlagNames(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	switch name {
+	case "wait-timeout":
+		return "wait"
+	case "labels":
+		return "label"
+	}
+	return pflag.NormalizedName(name)
 }
 
 const runLong = `Run a command while holding one seat of POOL, like "consul lock -n".
@@ -113,12 +128,14 @@ func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
 	}
 	o.Pool, o.Argv = args[0], args[dash:]
 	o.labels = map[string]string{}
-	for _, kv := range o.Labels {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usageError("--label %q: want key=value", kv)
+	for _, list := range o.Labels {
+		for _, kv := range strings.Split(list, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usageError("--label %q: want key=value", kv)
+			}
+			o.labels[k] = v
 		}
-		o.labels[k] = v
 	}
 	if err := o.completeDrainSignal(); err != nil {
 		return err
@@ -153,10 +170,8 @@ func (o *runOptions) Validate() error {
 		return usageError("--ttl %v: must be whole seconds in %v..%v", o.TTL, coordinator.MinTTL, coordinator.MaxTTL)
 	case o.KillGrace <= 0:
 		return usageError("--kill-grace %v: must be positive", o.KillGrace)
-	case len(o.Holder) > coordinator.MaxHolderLen:
-		return usageError("--holder: at most %d bytes", coordinator.MaxHolderLen)
 	}
-	return nil
+	return checkText("--holder", o.Holder, coordinator.MaxHolderLen)
 }
 
 // Run implements command.
@@ -226,6 +241,6 @@ func (o *runOptions) closeSession(s *coordinator.Session) {
 // warnings.
 func (o *runOptions) logf(format string, args ...any) {
 	if o.Verbose || strings.HasPrefix(format, "warning:") {
-		fmt.Fprintf(o.g.env.ErrOut, "poolctl: "+format+"\n", args...)
+		fmt.Fprintln(o.g.env.ErrOut, "poolctl: "+escape(fmt.Sprintf(format, args...)))
 	}
 }

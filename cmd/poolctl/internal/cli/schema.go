@@ -139,3 +139,34 @@ type versionView struct {
 	GoVersion string `json:"goVersion"`
 	Platform  string `json:"platform"`
 }
+
+// roleView is roles: one actor's role.
+type roleView struct {
+	Role        string         `json:"role"`
+	Actor       string         `json:"actor"`
+	Pool        string         `json:"pool"` // "" for operator and viewer
+	Permissions []rolePermView `json:"permissions"`
+	Commands    []string       `json:"commands"` // etcdctl commands that create it
+	Applied     bool           `json:"applied"`  // --apply created it
+}
+
+// rolePermView is one permission of a role.
+type rolePermView struct {
+	Type   string `json:"type"` // read or readwrite
+	Key    string `json:"key"`
+	Prefix bool   `json:"prefix"`
+}
+
+// doctorView is doctor: what it found under Prefix.
+type doctorView struct {
+	Prefix   string              `json:"prefix"`
+	Findings []doctorFindingView `json:"findings"`
+}
+
+// doctorFindingView is one key doctor found.
+type doctorFindingView struct {
+	Key     string `json:"key"`
+	Problem string `json:"problem"`
+	Fixable bool   `json:"fixable"` // --fix deletes it
+	Action  string `json:"action"`  // with --fix: deleted, or why it was left; else ""
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // watchOptions is watch.
@@ -75,14 +76,22 @@ func (o *watchOptions) Run(ctx context.Context) error {
 	return errors.New("watch: the event stream ended")
 }
 
-// checkPool makes a watch of an unknown pool fail (exit 5) instead of
-// waiting silently forever.
+// checkPool makes a watch that would print nothing forever fail instead:
+// without read permission on what it watches (exit 8, naming the prefix),
+// or of an unknown pool (exit 5).
 func (o *watchOptions) checkPool(ctx context.Context, c *coordinator.Coordinator) error {
+	ctx, cancel := o.g.withTimeout(ctx)
+	defer cancel()
+	prefix := coordinator.PoolsPrefix(c.Prefix())
+	if o.Pool != "" {
+		prefix = coordinator.PoolPrefix(c.Prefix(), o.Pool)
+	}
+	if err := etcdclient.CheckAccess(ctx, c.Client(), []etcdclient.Access{{Key: prefix, Prefix: true}}); err != nil {
+		return timeoutErr(ctx, err)
+	}
 	if o.Pool == "" {
 		return nil
 	}
-	ctx, cancel := o.g.withTimeout(ctx)
-	defer cancel()
 	if _, err := c.GetPool(ctx, o.Pool); errors.Is(err, coordinator.ErrPoolNotFound) || errors.Is(err, context.DeadlineExceeded) {
 		return timeoutErr(ctx, err)
 	}

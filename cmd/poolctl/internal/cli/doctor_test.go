@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// TestDoctor plants the damage issue 9 lists next to healthy state and
+// checks that doctor names every damaged key and no healthy one, that
+// --fix deletes them (not a corrupt spec), and that the pool then grants
+// a seat.
+func TestDoctor(t *testing.T) {
+	h := newHarness(t)
+	h.createPool("p", coordinator.PoolSpec{Capacity: 2})
+	h.createPool("bad", coordinator.PoolSpec{Capacity: 1})
+	held := h.claim("p") // healthy: must not be reported
+	ctx := ctxT(t, 20*time.Second)
+	sess := h.session(10 * time.Second)
+	root := coordinator.DefaultPrefix
+	seg := func(s string) string { return coordinator.SegPrefix(root, "p", s) }
+	seatVal, _ := json.Marshal(map[string]any{"holder": "ghost", "tenantSlot": -1, "bindSlot": -1})
+	planted := map[string]struct {
+		value  string
+		leased bool
+		want   string
+	}{
+		seg(coordinator.SegQueue) + "00000000000000aa-0000000000000001": {"{}", false, "queue key without a lease"},
+		coordinator.SeatKey(root, "p", 1-held.Seat()):                   {string(seatVal), false, "seat key without a lease"},
+		seg(coordinator.SegSeats) + "9999999":                           {string(seatVal), true, "seat number 9999999 above the seat-number range 0..999999"},
+		seg(coordinator.SegSeats) + "1":                                 {string(seatVal), true, "foreign key"},
+		coordinator.PoolPrefix(root, "p") + "junk/x":                    {"x", true, "foreign key"},
+		seg(coordinator.SegInstances) + "i0":                            {"\x1b[31mgarbage", true, "corrupt instance value"},
+		seg(coordinator.SegInstances) + "i1":                            {`{"id":"other"}`, true, "corrupt instance value"},
+	}
+	for key, p := range planted {
+		var opts []clientv3.OpOption
+		if p.leased {
+			opts = append(opts, clientv3.WithLease(sess.Lease()))
+		}
+		if _, err := h.cli.Put(ctx, key, p.value, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specKey := coordinator.SegPrefix(root, "bad", coordinator.SegSpec)
+	if _, err := h.cli.Put(ctx, specKey, "not json"); err != nil {
+		t.Fatal(err)
+	}
+
+	r := h.run("doctor", "-o", "json")
+	r.want(t, ExitOK)
+	var v doctorView
+	if err := json.Unmarshal([]byte(r.out), &v); err != nil {
+		t.Fatalf("doctor -o json: %v\n%s", err, r.out)
+	}
+	got := map[string]doctorFindingView{}
+	for _, f := range v.Findings {
+		got[f.Key] = f
+	}
+	for key, p := range planted {
+		if f, ok := got[key]; !ok || !strings.Contains(f.Problem, p.want) || !f.Fixable {
+			t.Errorf("%q: finding %+v, want %q", key, f, p.want)
+		}
+	}
+	if f, ok := got[specKey]; !ok || f.Fixable || !strings.Contains(f.Problem, "corrupt pool spec") {
+		t.Errorf("corrupt spec: %+v", f)
+	}
+	if len(got) != len(planted)+1 {
+		t.Errorf("%d findings, want %d (healthy keys reported?): %+v", len(got), len(planted)+1, v.Findings)
+	}
+
+	table := h.run("doctor", "p")
+	table.want(t, ExitOK)
+	if strings.Contains(table.out, "\x1b") {
+		t.Errorf("doctor's table prints a raw escape character:\n%q", table.out)
+	}
+
+	h.run("doctor", "--fix").want(t, ExitOK)
+	r = h.run("doctor", "p")
+	r.want(t, ExitOK)
+	if !strings.Contains(r.out, "no problems under /etcdpool/pools/p/") {
+		t.Errorf("after --fix: %s", r.out)
+	}
+	if resp, err := h.cli.Get(ctx, specKey); err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("--fix touched the corrupt spec: %v", err)
+	}
+	if resp, err := h.cli.Get(ctx, coordinator.SeatKey(root, "p", held.Seat())); err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("--fix touched a healthy seat: %v", err)
+	}
+	h.run("run", "p", "--no-wait", "--", "true").want(t, ExitOK)
+}

@@ -1,0 +1,75 @@
+package coordinator
+
+// Exported views of the key schema in keys.go, for tools outside the
+// library that must name keys: poolctl's roles (which prefixes each actor
+// needs) and doctor (which keys are foreign or damaged), and poolagent's
+// permission check at start. keys.go stays the only place that builds or
+// parses keys.
+
+// Key segments that follow <root>/pools/<pool>/.
+const (
+	// SegSpec is the pool spec key.
+	SegSpec = segSpec
+	// SegInstances holds instance keys.
+	SegInstances = segInstances
+	// SegSeats holds seat keys.
+	SegSeats = segSeats
+	// SegBinds holds instance slot keys.
+	SegBinds = segBinds
+	// SegTenants holds tenant slot keys.
+	SegTenants = segTenants
+	// SegQueue holds waiter keys.
+	SegQueue = segQueue
+	// SegGrants holds grant keys.
+	SegGrants = segGrants
+	// SegFences holds claim fences.
+	SegFences = segFences
+	// SegReleased holds release records.
+	SegReleased = segReleased
+)
+
+// ClaimantSegments are the segments under a pool that a claimant writes.
+var ClaimantSegments = []string{segSeats, segBinds, segTenants, segQueue, segGrants, segFences, segReleased}
+
+// SlotWidth is the number of digits of a seat or slot number in a key.
+const SlotWidth = slotWidth
+
+// PoolsPrefix returns <root>/pools/.
+func PoolsPrefix(root string) string { return keys{root: root}.pools() }
+
+// PoolPrefix returns <root>/pools/<pool>/.
+func PoolPrefix(root, pool string) string { return keys{root: root}.pool(pool) }
+
+// SegPrefix returns <root>/pools/<pool>/<seg>/ (for SegSpec, the spec
+// key itself).
+func SegPrefix(root, pool, seg string) string {
+	if seg == segSpec {
+		return keys{root: root}.spec(pool)
+	}
+	return keys{root: root}.pool(pool) + seg + "/"
+}
+
+// SeatKey returns the key of seat n of pool.
+func SeatKey(root, pool string, n int) string { return keys{root: root}.seat(pool, n) }
+
+// HealthzKey returns the key poolagent reads in its /healthz probe.
+func HealthzKey(root string) string { return root + "/healthz" }
+
+// ParsedKey is a key under <root>/pools/ split into its parts.
+type ParsedKey struct {
+	// Pool is the pool name.
+	Pool string
+	// Seg is one of the Seg* constants.
+	Seg string
+	// Name is the instance, tenant or lease segment; empty otherwise.
+	Name string
+	// Slot is the seat or slot number; -1 where the kind has none.
+	Slot int
+}
+
+// ParseKey splits a key built by the library under root. Any other key
+// under <root>/pools/ is an error wrapping ErrInvalid that says why.
+func ParseKey(root, key string) (ParsedKey, error) {
+	pk, err := keys{root: root}.parse(key)
+	return ParsedKey(pk), err
+}
