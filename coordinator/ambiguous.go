@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,6 +29,11 @@ import (
 // pool and adopts the seat if the attempt did commit. If ctx is already done
 // the same work continues in the background and releases whatever it finds.
 func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req claimRequest, cause error) (*Claim, *clientv3.TxnResponse, error) {
+	if etcdclient.IsPermanent(cause) {
+		// Refused, not lost: permission denied, bad request. Nothing was
+		// applied and retrying cannot help.
+		return nil, nil, fmt.Errorf("coordinator: claim on pool %q (%s): %w", pool, c.k.pool(pool), cause)
+	}
 	c.log.Warn("ambiguous claim txn", "pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", cause)
 	var resp *clientv3.TxnResponse
 	err := retry(ctx, s, func() (err error) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -25,6 +26,7 @@ type poolFeed struct {
 	sh      *sharedState
 	refs    int // under Coordinator.mu
 	cancel  context.CancelFunc
+	err     error                 // a permanent error that stops the feed (permission denied)
 	synced  bool                  // the state is exact: loaded and being watched
 	changed chan struct{}         // closed, and replaced, at each change
 	subs    map[string][]*feedSub // key -> waiters to wake when it changes
@@ -64,14 +66,23 @@ func (c *Coordinator) releaseFeed(pool string, f *poolFeed) {
 }
 
 // snapshot returns a private copy of the exact state, or nil while the
-// feed is (re)loading, and the channel that closes at the next change.
-func (f *poolFeed) snapshot() (*poolState, <-chan struct{}) {
+// feed is (re)loading, and the channel that closes at the next change; or
+// the permanent error that stopped the feed.
+func (f *poolFeed) snapshot() (*poolState, <-chan struct{}, error) {
 	f.sh.mu.Lock()
 	defer f.sh.mu.Unlock()
-	if !f.synced {
-		return nil, f.changed
+	if f.err != nil {
+		return nil, nil, f.err
 	}
-	return f.sh.st.clone(), f.changed
+	if !f.synced {
+		return nil, f.changed, nil
+	}
+	return f.sh.st.clone(), f.changed, nil
+}
+
+// fail stops the feed's users with a permanent error.
+func (f *poolFeed) fail(err error) {
+	f.update(false, nil, func(*poolState) { f.err = err })
 }
 
 // await runs fn on the exact state, under its lock, once the feed is
@@ -80,11 +91,14 @@ func (f *poolFeed) snapshot() (*poolState, <-chan struct{}) {
 func (f *poolFeed) await(ctx context.Context, s *Session, minRev int64, fn func(*poolState)) error {
 	for {
 		f.sh.mu.Lock()
-		ok, changed := f.synced && f.sh.st.rev >= minRev, f.changed
-		if ok {
+		ok, changed, ferr := f.synced && f.sh.st.rev >= minRev, f.changed, f.err
+		if ok && ferr == nil {
 			fn(f.sh.st)
 		}
 		f.sh.mu.Unlock()
+		if ferr != nil {
+			return ferr
+		}
 		if ok {
 			return nil
 		}
@@ -171,6 +185,10 @@ func (f *poolFeed) update(synced bool, evs []*clientv3.Event, change func(*poolS
 func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 	for backoff := 50 * time.Millisecond; ctx.Err() == nil; {
 		resp, err := c.getPool(ctx, pool)
+		if etcdclient.IsPermanent(err) {
+			f.fail(fmt.Errorf("coordinator: read pool %q (%s): %w", pool, c.k.pool(pool), err))
+			return
+		}
 		if err != nil {
 			c.log.Debug("pool feed: read", "pool", pool, "err", err)
 			select {
@@ -192,8 +210,11 @@ func (c *Coordinator) followFeed(ctx context.Context, pool string, f *poolFeed, 
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-		if wr.Err() != nil {
-			c.log.Debug("pool feed: watch", "pool", pool, "err", wr.Err())
+		if err := wr.Err(); err != nil {
+			if etcdclient.IsPermanent(err) {
+				f.fail(fmt.Errorf("coordinator: watch pool %q (%s): %w", pool, c.k.pool(pool), err))
+			}
+			c.log.Debug("pool feed: watch", "pool", pool, "err", err)
 			return
 		}
 		f.update(true, wr.Events, func(st *poolState) { st.apply(wr.Events) })

@@ -91,7 +91,10 @@ func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, mi
 	}
 	defer c.releaseFeed(pool, fd)
 	for {
-		st, changed := fd.snapshot()
+		st, changed, err := fd.snapshot()
+		if err != nil {
+			return err
+		}
 		if st != nil && st.rev >= minRev {
 			if done, err := f(st); done || err != nil {
 				return err
