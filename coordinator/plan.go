@@ -97,13 +97,12 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 }
 
 func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
-	q := s.k.queue(s.pool)
 	if req.queueKey == "" {
 		if len(s.queue) > 0 {
 			return &NoSeatError{Pool: s.pool, Reason: WaitQueue,
 				Detail: fmt.Sprintf("pool %q has claimants waiting (%d)", s.pool, len(s.queue))}
 		}
-		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(q).WithPrefix(), "=", 0))
+		p.cmps = append(p.cmps, s.queueCmps(func(string, string) bool { return true }, "=", 0)...)
 		return nil
 	}
 	if _, ok := s.queue[req.queueKey]; !ok {
@@ -118,10 +117,36 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 			return errNotHead
 		}
 	}
-	p.cmps = append(p.cmps,
-		clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev),
-		clientv3.Compare(clientv3.CreateRevision(q).WithPrefix(), ">", req.queueRev-1))
+	// On an empty range etcd compares a zero key, and 0 > rev-1 fails: so
+	// only the ranges that hold waiters are compared (ours always does).
+	p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev))
+	p.cmps = append(p.cmps, s.queueCmps(s.holdsWaiters, ">", req.queueRev-1)...)
 	return nil
+}
+
+// queueCmps compares the queue prefix, skipping unleased keys: one compare
+// per range between them, for the ranges keep selects.
+func (s *poolState) queueCmps(keep func(from, to string) bool, op string, v int64) []clientv3.Cmp {
+	q := s.k.queue(s.pool)
+	var cmps []clientv3.Cmp
+	from := q
+	for _, bad := range append(sortedKeys(s.unleased), clientv3.GetPrefixRangeEnd(q)) {
+		if from < bad && keep(from, bad) {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(from).WithRange(bad), op, v))
+		}
+		from = bad + "\x00"
+	}
+	return cmps
+}
+
+// holdsWaiters reports whether the snapshot has a waiter in [from, to).
+func (s *poolState) holdsWaiters(from, to string) bool {
+	for k := range s.queue {
+		if from <= k && k < to {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {

@@ -36,6 +36,10 @@ type poolState struct {
 	tenants    map[string]map[int]int64 // tenant -> slot -> create revision
 	queue      map[string]*mvccpb.KeyValue
 	grants     map[string]*mvccpb.KeyValue // grant name -> key
+	// unleased are keys under queue/ without a lease: no waiter of ours
+	// writes one (it could never go away), so they are not waiters, and
+	// claims compare around them (see queueCmps) instead of being blocked.
+	unleased map[string]bool
 	fences     map[clientv3.LeaseID]int64  // lease -> mod revision
 	foreign    map[string]bool             // keys under the pool that etcdpool did not write
 }
@@ -56,6 +60,7 @@ func (s *poolState) reset() {
 	s.tenants = map[string]map[int]int64{}
 	s.queue = map[string]*mvccpb.KeyValue{}
 	s.grants = map[string]*mvccpb.KeyValue{}
+	s.unleased = map[string]bool{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
 }
@@ -65,7 +70,7 @@ func (s *poolState) clone() *poolState {
 	c := *s
 	c.seats, c.seatRevs = maps.Clone(s.seats), maps.Clone(s.seatRevs)
 	c.instances, c.queue, c.grants = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.grants)
-	c.fences, c.foreign = maps.Clone(s.fences), maps.Clone(s.foreign)
+	c.fences, c.foreign, c.unleased = maps.Clone(s.fences), maps.Clone(s.foreign), maps.Clone(s.unleased)
 	c.binds, c.tenants = cloneSlots(s.binds), cloneSlots(s.tenants)
 	return &c
 }
@@ -143,6 +148,10 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 	case segTenants:
 		setSlot(s.tenants, pk.Name, pk.Slot, kv.CreateRevision)
 	case segQueue:
+		if kv.Lease == 0 {
+			s.unleased[string(kv.Key)] = true
+			return
+		}
 		s.queue[string(kv.Key)] = kv
 	case segGrants:
 		s.grants[pk.Name] = kv
@@ -175,6 +184,7 @@ func (s *poolState) del(key string) {
 		delSlot(s.tenants, pk.Name, pk.Slot)
 	case segQueue:
 		delete(s.queue, key)
+		delete(s.unleased, key)
 	case segGrants:
 		delete(s.grants, pk.Name)
 	case segFences:
