@@ -40,8 +40,8 @@ type poolState struct {
 	// writes one (it could never go away), so they are not waiters, and
 	// claims compare around them (see queueCmps) instead of being blocked.
 	unleased map[string]bool
-	fences     map[clientv3.LeaseID]int64  // lease -> mod revision
-	foreign    map[string]bool             // keys under the pool that etcdpool did not write
+	fences   map[clientv3.LeaseID]int64 // lease -> mod revision
+	foreign  map[string]bool            // keys under the pool that etcdpool did not write
 }
 
 func newPoolState(k keys, pool string) *poolState {
