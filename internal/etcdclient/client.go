@@ -1,8 +1,10 @@
 package etcdclient
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -84,17 +86,23 @@ func tlsField(c Config) string {
 }
 
 // New validates c and returns a client. It does not wait for a
-// connection; see Dial.
+// connection (see Dial), except to log in when c has a user: a login that
+// does not finish within DialTimeout is a DialError.
 func New(c Config) (*clientv3.Client, error) {
 	cfg, err := c.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
 	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcdclient: client for %s: %w", joinEndpoints(c.Endpoints), err)
+	switch {
+	case err == nil:
+		return cli, nil
+	case errors.Is(err, context.DeadlineExceeded):
+		// With a user, clientv3.New logs in, within DialTimeout.
+		return nil, &DialError{Endpoints: joinEndpoints(c.Endpoints),
+			Err: fmt.Errorf("no connection and login within --dial-timeout %v: %w", c.DialTimeout, err)}
 	}
-	return cli, nil
+	return nil, fmt.Errorf("etcdclient: client for %s: %w", joinEndpoints(c.Endpoints), err)
 }
 
 // checkPEM checks that a CA bundle holds a certificate: transport.TLSInfo

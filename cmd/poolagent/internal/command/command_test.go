@@ -108,12 +108,13 @@ func TestStartupRefusals(t *testing.T) {
 			env := map[string]string{"ETCDPOOL_PASSWORD": "pw"}
 			var errb agenttest.SyncBuffer
 			start := time.Now()
-			code := Execute(ctx, append(tt.args, "--endpoints", ep, "--user", tt.user),
+			// A login is a bcrypt check, slow under -race: room to connect.
+			code := Execute(ctx, append(tt.args, "--endpoints", ep, "--user", tt.user, "--dial-timeout", "5s"),
 				Streams{Out: &errb, Err: &errb, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 			if code != tt.code || !strings.Contains(errb.String(), tt.want) {
 				t.Errorf("code %d, want %d; output lacks %q:\n%s", code, tt.code, tt.want, errb.String())
 			}
-			if d := time.Since(start); d > 10*time.Second {
+			if d := time.Since(start); d > 15*time.Second {
 				t.Errorf("took %v", d)
 			}
 		})
@@ -124,7 +125,7 @@ func TestStartupRefusals(t *testing.T) {
 		var errb agenttest.SyncBuffer
 		done := make(chan int, 1)
 		go func() {
-			done <- Execute(sctx, append(serve, "--endpoints", c.Endpoint(0), "--user", "agent", "--drain-timeout", "0s"),
+			done <- Execute(sctx, append(serve, "--endpoints", c.Endpoint(0), "--user", "agent", "--drain-timeout", "0s", "--dial-timeout", "5s"),
 				Streams{Out: &errb, Err: &errb, LookupEnv: func(k string) (string, bool) { return "pw", k == "ETCDPOOL_PASSWORD" }})
 		}()
 		key := coordinator.SegPrefix(coordinator.DefaultPrefix, "p", coordinator.SegInstances) + "i0"

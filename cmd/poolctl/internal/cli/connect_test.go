@@ -71,14 +71,14 @@ func TestPasswordSources(t *testing.T) {
 	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.run("--user", "root", "--password-file", file, "status").want(t, ExitOK)
+	h.run("--dial-timeout", "10s", "--user", "root", "--password-file", file, "status").want(t, ExitOK)
 	inv := newInvocation()
 	inv.vars["ETCDPOOL_USER"] = "root"
 	inv.vars["ETCDPOOL_PASSWORD_FILE"] = file
-	h.runWith(inv, "status").want(t, ExitOK)
+	h.runWith(inv, "--dial-timeout", "10s", "status").want(t, ExitOK)
 	start := time.Now()
-	h.run("--user", "root:wrong", "status").want(t, ExitDenied)
-	if d := time.Since(start); d > 5*time.Second {
+	h.run("--dial-timeout", "10s", "--user", "root:wrong", "status").want(t, ExitDenied)
+	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("a wrong password took %v to fail", d)
 	}
 }
