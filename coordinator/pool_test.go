@@ -71,6 +71,15 @@ func createPoolRev(t testing.TB, c *coordinator.Coordinator, name string, spec c
 	return p
 }
 
+// TestLongNameIsNotEchoed: an error about a 10,000-byte name quotes a
+// bounded part of it.
+func TestLongNameIsNotEchoed(t *testing.T) {
+	err := coordinator.ValidateName(strings.Repeat("x", 10_000))
+	if err == nil || len(err.Error()) > 300 {
+		t.Fatalf("error of %d bytes: %.300v", len(err.Error()), err)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	c, cli := newCoord(t)
 	ctx := ctxT(t, 20*time.Second)
@@ -88,6 +97,8 @@ func TestBadInput(t *testing.T) {
 		{"control char in name", err2(c.CreatePool(ctx, "a\x01", coordinator.PoolSpec{Capacity: 1})), coordinator.ErrInvalid},
 		{"non-ASCII name", err2(c.CreatePool(ctx, "café", coordinator.PoolSpec{Capacity: 1})), coordinator.ErrInvalid},
 		{"name too long", err2(c.CreatePool(ctx, long, coordinator.PoolSpec{Capacity: 1})), coordinator.ErrInvalid},
+		{"name .", err2(c.CreatePool(ctx, ".", coordinator.PoolSpec{Capacity: 1})), coordinator.ErrInvalid},
+		{"name ..", err2(c.CreatePool(ctx, "..", coordinator.PoolSpec{Capacity: 1})), coordinator.ErrInvalid},
 		{"capacity 0", err2(c.CreatePool(ctx, "z", coordinator.PoolSpec{Capacity: 0})), coordinator.ErrInvalid},
 		{"capacity negative", err2(c.CreatePool(ctx, "z", coordinator.PoolSpec{Capacity: -1})), coordinator.ErrInvalid},
 		{"capacity too big", err2(c.CreatePool(ctx, "z", coordinator.PoolSpec{Capacity: coordinator.MaxCapacity + 1})), coordinator.ErrInvalid},

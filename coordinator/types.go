@@ -113,14 +113,26 @@ func decodeSpec(pool string, b []byte) (PoolSpec, error) {
 // printable ASCII characters, no '/', no space. Errors wrap ErrInvalid.
 func ValidateName(n string) error {
 	if n == "" || len(n) > MaxNameLen {
-		return fmt.Errorf("%w: name %q must be 1..%d characters", ErrInvalid, n, MaxNameLen)
+		return fmt.Errorf("%w: name %q must be 1..%d characters", ErrInvalid, shortName(n), MaxNameLen)
+	}
+	if n == "." || n == ".." {
+		return fmt.Errorf("%w: name %q is reserved", ErrInvalid, n)
 	}
 	for _, r := range n {
 		if r <= ' ' || r > '~' || r == '/' {
-			return fmt.Errorf("%w: name %q has %q; use printable ASCII without '/' or spaces", ErrInvalid, n, r)
+			return fmt.Errorf("%w: name %q has %q; use printable ASCII without '/' or spaces", ErrInvalid, shortName(n), r)
 		}
 	}
 	return nil
+}
+
+// shortName cuts a name to 64 bytes for an error message, so that a huge
+// or hostile input is not echoed whole.
+func shortName(n string) string {
+	if len(n) <= 64 {
+		return n
+	}
+	return n[:64] + fmt.Sprintf("…(%d bytes)", len(n))
 }
 
 // Pool is a pool's spec as read from etcd.
