@@ -65,13 +65,12 @@ func TestRoles(t *testing.T) {
 		{"viewer", []string{"seats", "p"}, ExitOK, ""},
 		{"viewer", []string{"pool", "create", "x", "--capacity", "1"}, ExitDenied, "permission denied"},
 		{"viewer", []string{"drain", "p", "i0"}, ExitDenied, "permission denied"},
+		{"viewer", []string{"run", "p", "--no-wait", "--", "true"}, ExitDenied, "permission denied"},
+		{"viewer", []string{"run", "p", "--ttl", "2s", "--", "true"}, ExitDenied, "permission denied"},
 		{"operator", []string{"pool", "create", "x", "--capacity", "1"}, ExitOK, ""},
 		{"operator", []string{"drain", "p", "i0"}, ExitOK, ""},
 		{"operator", []string{"roles", "--actor", "viewer", "--apply"}, ExitDenied, "permission denied"},
 	}
-	// Not here: `run` as a user without the claimant role. The claim path
-	// (coordinator) retries a permission error until its fix for issue 9
-	// lands; ExitCode maps the error once it surfaces (TestExitCode).
 	for _, tt := range tests {
 		t.Run(tt.user+" "+strings.Join(tt.args, " "), func(t *testing.T) {
 			start := time.Now()
