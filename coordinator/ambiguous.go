@@ -108,7 +108,9 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 		resp, err := c.fenceAndRead(rctx, s, pool)
 		if err == nil {
 			if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
-				err = cl.Release(rctx)
+				if err = cl.Release(rctx); err != nil {
+					cl.lose(ErrClosed, "not taken") // unregisters it; the next try adopts again
+				}
 			}
 			if err == nil || errors.Is(err, ErrNotHeld) {
 				req.queueKey = c.k.queueKey(pool, req.lease, req.nonce)

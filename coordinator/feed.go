@@ -80,9 +80,13 @@ func (f *poolFeed) snapshot() (*poolState, <-chan struct{}, error) {
 	return f.sh.st.clone(), f.changed, nil
 }
 
-// fail stops the feed's users with a permanent error.
+// fail stops the feed's users with a permanent error; the first one stays.
 func (f *poolFeed) fail(err error) {
-	f.update(false, nil, func(*poolState) { f.err = err })
+	f.update(false, nil, func(*poolState) {
+		if f.err == nil {
+			f.err = err
+		}
+	})
 }
 
 // await runs fn on the exact state, under its lock, once the feed is
@@ -183,6 +187,9 @@ func (f *poolFeed) update(synced bool, evs []*clientv3.Event, change func(*poolS
 }
 
 func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
+	// Ended by its last user leaving (nobody to tell) or by Close: its
+	// users, if any, must not wait for a feed that is gone.
+	defer f.fail(fmt.Errorf("%w: coordinator closed while waiting on pool %q", ErrClosed, pool))
 	for backoff := 50 * time.Millisecond; ctx.Err() == nil; {
 		resp, err := c.getPool(ctx, pool)
 		if etcdclient.IsPermanent(err) {

@@ -72,8 +72,8 @@ func (s *poolState) waiterRequest(kv *mvccpb.KeyValue) (claimRequest, bool) {
 		return claimRequest{}, false
 	}
 	o := claimOptions{holder: rec.Holder, tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}
-	if o.validate() != nil {
-		return claimRequest{}, false
+	if o.validate() != nil || clientv3.LeaseID(kv.Lease) != leaseOfHex(pk.Name) {
+		return claimRequest{}, false // not written by a waiter of ours: never granted
 	}
 	return claimRequest{
 		opts: o, lease: leaseOfHex(pk.Name), nonce: nonceOfHex(pk.Name),
@@ -93,6 +93,17 @@ func (s *poolState) assume(p *claimPlan) {
 			s.del(string(op.KeyBytes()))
 		}
 	}
+}
+
+// holdsGrant reports whether the seat a grant key names is still held
+// under the grant's token in this exact snapshot.
+func (s *poolState) holdsGrant(kv *mvccpb.KeyValue) bool {
+	var g grantRecord
+	if json.Unmarshal(kv.Value, &g) != nil {
+		return false
+	}
+	seat := s.seats[g.Seat]
+	return seat != nil && seat.CreateRevision == kv.CreateRevision
 }
 
 // fromGrant turns a grant key written for this waiter into its Claim.
@@ -123,6 +134,7 @@ func (c *Coordinator) dropWaiter(ctx context.Context, s *Session, pool string, r
 	}
 	cl := c.newClaim(s, pool, g.Seat, kvs[0].CreateRevision, g.Record, g.Instance)
 	if err := cl.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+		cl.lose(ErrClosed, "not taken") // unregisters it from the session
 		return err
 	}
 	return nil

@@ -170,3 +170,33 @@ func fifoWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator, c
 		cancel()
 	}
 }
+
+// TestCloseEndsWaitingClaims: Close of the Coordinator ends a waiting
+// Claim with ErrClosed at once, and its queue key does not linger.
+func TestCloseEndsWaitingClaims(t *testing.T) {
+	cli := newClient(t)
+	c, err := coordinator.New(cli, coordinator.WithPrefix("/closewait"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := newCoordOn(t, cli, coordinator.WithPrefix("/closewait"))
+	ctx := ctxT(t, 30*time.Second)
+	createPool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
+	mustClaim(t, ctx, obs, newSession(t, cli, 10*time.Second), "p")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithWait())
+		errc <- err
+	}()
+	waitQueued(t, obs, "p", 1)
+	c.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, coordinator.ErrClosed) {
+			t.Fatalf("waiting Claim after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting Claim did not end when its Coordinator was closed")
+	}
+	waitQueued(t, obs, "p", 0)
+}

@@ -61,6 +61,10 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	for key := range s.foreign {
 		return nil, fmt.Errorf("%w: %q under pool %q; delete it", ErrForeignKey, key, s.pool)
 	}
+	if len(s.unleased) > maxUnleased {
+		return nil, fmt.Errorf("%w: %d queue keys without a lease under pool %q (such as %q); run `poolctl doctor %s --fix`",
+			ErrForeignKey, len(s.unleased), s.pool, sortedKeys(s.unleased)[0], s.pool)
+	}
 	p := &claimPlan{lease: req.lease, rec: seatRecord{
 		Holder: req.opts.holder, Tenant: req.opts.tenant, Nonce: req.nonce,
 		ClaimedAt: time.Now().UTC(), TenantSlot: -1, BindSlot: -1,
@@ -123,6 +127,10 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 	p.cmps = append(p.cmps, s.queueCmps(s.holdsWaiters, ">", req.queueRev-1)...)
 	return nil
 }
+
+// maxUnleased bounds the unleased queue keys claims compare around: each
+// costs a compare, and a txn holds at most 128 (etcd's --max-txn-ops).
+const maxUnleased = 32
 
 // queueCmps compares the queue prefix, skipping unleased keys: one compare
 // per range between them, for the ranges keep selects.

@@ -53,9 +53,9 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 			}
 		}
 		qkey := c.k.queueKey(pool, req.lease, req.nonce)
-		qrev, err := c.enqueue(ctx, s, pool, req, qkey)
-		if err != nil {
-			return nil, err
+		qrev, granted, err := c.enqueue(ctx, s, pool, req, qkey)
+		if err != nil || granted != nil {
+			return granted, err
 		}
 		req.queueKey, req.queueRev = qkey, qrev
 		cl, err := c.waitTurn(ctx, s, pool, req, fd)
@@ -111,8 +111,11 @@ func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, mi
 }
 
 // enqueue puts the queue key, fenced like a claim so that an ambiguous put
-// can be cancelled (see resolve). It returns the key's create revision.
-func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string) (int64, error) {
+// can be cancelled (see resolve). It returns the key's create revision; or,
+// when an ambiguous put did commit and a head granted it a seat before the
+// resolution read the pool, that claim (the waiter must then not queue
+// again: its key is gone with the grant).
+func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string) (int64, *Claim, error) {
 	o := req.opts
 	val, _ := json.Marshal(waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: time.Now().UTC()})
 	sh := c.shared(pool)
@@ -125,16 +128,17 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 			Then(clientv3.OpPut(qkey, string(val), clientv3.WithLease(req.lease))).
 			Else(clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
 		if err == nil && resp.Succeeded {
-			return resp.Header.Revision, nil
+			return resp.Header.Revision, nil, nil
 		}
 		if err != nil {
-			_, resp, err = c.resolve(ctx, s, pool, req, err)
-			if err != nil {
-				return 0, err
+			var granted *Claim
+			granted, resp, err = c.resolve(ctx, s, pool, req, err)
+			if err != nil || granted != nil {
+				return 0, granted, err
 			}
 			for _, kv := range rangeKvs(resp) {
 				if string(kv.Key) == qkey {
-					return kv.CreateRevision, nil
+					return kv.CreateRevision, nil, nil
 				}
 			}
 		}
@@ -150,7 +154,9 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 	if !s.live() {
 		return // the key goes with the lease; nothing can grant it now
 	}
-	cctx, cancelCleanup := c.cleanupCtx()
+	// Not c.cleanupCtx: a Close that ended the wait must not also stop the
+	// removal of its queue key.
+	cctx, cancelCleanup := context.WithTimeout(context.Background(), c.opts.timeout)
 	defer cancelCleanup()
 	ctx, cancel := s.bind(cctx) // a claimant never outlives its session
 	defer cancel()
@@ -173,6 +179,7 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 		var wake *feedSub
 		err := fd.await(ctx, s, seen, func(st *poolState) {
 			pl = place{own: st.queue[req.queueKey], ahead: st.ahead(req.queueRev), grant: st.grants[gname], rev: st.rev}
+			pl.grantLost = pl.grant != nil && !st.holdsGrant(pl.grant)
 			if pl.grant == nil && pl.own != nil && pl.ahead != nil {
 				wake = fd.subscribe(string(pl.ahead.Key), gkey)
 			}
@@ -181,6 +188,8 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 			return nil, err
 		}
 		switch {
+		case pl.grantLost:
+			return nil, fmt.Errorf("%w: the seat granted to lease %x was removed before the waiter took it", ErrSeatLost, s.Lease())
 		case pl.grant != nil:
 			return c.fromGrant(s, pool, pl.grant)
 		case pl.own == nil:
@@ -204,17 +213,25 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 // key of the waiter just ahead, and its grant key; each nil if absent.
 type place struct {
 	own, ahead, grant *mvccpb.KeyValue
+	grantLost         bool // the granted seat is gone already
 	rev               int64
 }
 
-// queueGone explains why a waiter's queue key vanished.
+// queueGone explains why a waiter's queue key vanished: the session ended,
+// the pool was deleted, or, with both still there, someone removed the key
+// (or force-released a seat granted to it before the waiter saw it).
 func (c *Coordinator) queueGone(ctx context.Context, s *Session, pool string) error {
-	if s.Err() == nil {
-		if _, err := c.GetPool(ctx, pool); errors.Is(err, ErrPoolNotFound) {
-			return fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
-		}
+	if !s.live() {
+		return s.lostErr()
 	}
-	return fmt.Errorf("%w: queue entry of lease %x is gone", ErrSessionExpired, s.Lease())
+	if _, err := c.GetPool(ctx, pool); errors.Is(err, ErrPoolNotFound) {
+		return fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
+	}
+	// The lease may be gone on the server before the session notices.
+	if ttl, err := c.cli.TimeToLive(ctx, s.Lease()); err != nil || ttl.TTL <= 0 {
+		return expiredErr(s.Lease())
+	}
+	return fmt.Errorf("%w: the queue entry of lease %x (or a seat granted to it) was removed by someone else while the session is live", ErrSeatLost, s.Lease())
 }
 
 // serveHead runs while the waiter is first in line. It sends a claim txn

@@ -150,8 +150,10 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 	case segQueue:
 		if kv.Lease == 0 {
 			s.unleased[string(kv.Key)] = true
+			delete(s.queue, string(kv.Key))
 			return
 		}
+		delete(s.unleased, string(kv.Key))
 		s.queue[string(kv.Key)] = kv
 	case segGrants:
 		s.grants[pk.Name] = kv
