@@ -155,9 +155,9 @@ func TestHeldClaimReplyIsNotAGrant(t *testing.T) {
 	cl := etcdtest.Start(t)
 	direct := cl.Client(t)
 	obs := newCoordOn(t, direct)
-	ctx := ctxT(t, 60*time.Second)
 	var late []time.Duration
 	for i := range trials(t, 3) {
+		ctx := ctxT(t, 30*time.Second) // per trial: the long mode runs hundreds
 		pool := fmt.Sprintf("held%d", i)
 		createPool(t, obs, pool, coordinator.PoolSpec{Capacity: 1})
 		proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
@@ -199,9 +199,9 @@ func TestWaitingClaimEndsAtDeadline(t *testing.T) {
 	cl := etcdtest.Start(t)
 	direct := cl.Client(t)
 	obs := newCoordOn(t, direct)
-	ctx := ctxT(t, 60*time.Second)
 	var late []time.Duration
 	for i := range trials(t, 3) {
+		ctx := ctxT(t, 30*time.Second) // per trial: the long mode runs hundreds
 		pool := fmt.Sprintf("wait%d", i)
 		createPool(t, obs, pool, coordinator.PoolSpec{Capacity: 1})
 		mustClaim(t, ctx, obs, newSession(t, direct, 10*time.Second), pool)
