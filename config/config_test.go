@@ -226,3 +226,23 @@ func TestConnectionSettings(t *testing.T) {
 		t.Errorf("http with TLS from env: %v", err)
 	}
 }
+
+// TestSidecarTakesRunSpellings: the sidecar accepts poolctl run's flag
+// spellings, --label (repeatable) and --wait, for the same settings.
+func TestSidecarTakesRunSpellings(t *testing.T) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	BindFlags(fs, ModeSidecar)
+	if err := fs.Parse([]string{"--pool", "p", "--label", "zone=a", "--label", "gpu=h100", "--wait", "90s"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load("", ModeSidecar, env(nil), fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FormatLabels(cfg.Sidecar.Labels); got != "gpu=h100,zone=a" {
+		t.Errorf("labels %q, want gpu=h100,zone=a", got)
+	}
+	if got := cfg.Sidecar.WaitTimeout.String(); got != "1m30s" {
+		t.Errorf("wait timeout %q, want 1m30s", got)
+	}
+}

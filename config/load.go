@@ -31,21 +31,45 @@ const EnvPrefix = "ETCDPOOL_"
 func EnvName(flag string) string { return etcdclient.EnvName(flag) }
 
 // rawValue holds a flag's text until Load applies it, so that a bad value is
-// reported like a bad file value, naming the flag.
-type rawValue struct{ s, kind string }
+// reported like a bad file value, naming the flag. A labels flag may be
+// repeated: its values add up (--labels a=1 --labels b=2 is a=1,b=2).
+type rawValue struct {
+	s, kind string
+	set     bool
+}
 
 // String implements pflag.Value.
 func (v *rawValue) String() string { return v.s }
 
 // Set implements pflag.Value; the text is checked by Load.
-func (v *rawValue) Set(s string) error { v.s = s; return nil }
+func (v *rawValue) Set(s string) error {
+	if v.kind == "labels" && v.set && s != "" {
+		s = v.s + "," + s
+	}
+	v.s, v.set = s, true
+	return nil
+}
 
 // Type implements pflag.Value.
 func (v *rawValue) Type() string { return v.kind }
 
 // BindFlags registers the flags of mode m on fs. Each flag's help names its
 // environment variable and shows the default.
+//
+// The sidecar also takes poolctl run's spellings: --label (repeatable) for
+// --labels and --wait for --wait-timeout.
 func BindFlags(fs *pflag.FlagSet, m Mode) {
+	if m == ModeSidecar {
+		fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+			switch name {
+			case "label":
+				name = "labels"
+			case "wait":
+				name = "wait-timeout"
+			}
+			return pflag.NormalizedName(name)
+		})
+	}
 	def := Default()
 	for _, s := range settingsFor(m) {
 		if s.envOnly {
