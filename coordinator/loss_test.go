@@ -13,7 +13,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -62,15 +61,7 @@ func (tc *txnClock) sentAt(rev int64) (time.Time, bool) {
 func newClockedClient(t testing.TB, endpoint string) (*clientv3.Client, *txnClock) {
 	t.Helper()
 	tc := &txnClock{sent: map[int64]time.Time{}}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(tc.intercept)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli, tc
+	return newObservedClient(t, endpoint, tc.intercept), tc
 }
 
 // TestLossBeforeRegrant: a holder cut off from etcd (a blackhole, longer

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
@@ -63,6 +64,22 @@ func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 		endpoints = []string{sharedEndpoint}
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// newObservedClient returns a client whose unary RPCs pass through ic,
+// closed when the test ends (after the sessions the test opens later:
+// cleanups run last-in, first-out).
+func newObservedClient(t testing.TB, endpoint string, ic grpc.UnaryClientInterceptor) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(ic)},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

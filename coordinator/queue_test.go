@@ -10,7 +10,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -91,14 +90,7 @@ func TestHerd(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{sharedEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() }) // after the sessions (cleanups run last-in, first-out)
+	cli := newObservedClient(t, sharedEndpoint, count)
 	c := newCoordOn(t, cli, coordinator.WithMetrics(m), coordinator.WithPrefix("/herd"))
 	ctx := ctxT(t, 6*time.Minute)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})

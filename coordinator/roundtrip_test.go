@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -21,14 +19,7 @@ func TestUncontendedClaimIsOneRoundTrip(t *testing.T) {
 		calls.Add(1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{sharedEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() }) // after the sessions (cleanups run last-in, first-out)
+	cli := newObservedClient(t, sharedEndpoint, count)
 	c := newCoordOn(t, cli, coordinator.WithPrefix("/roundtrip"))
 	ctx := ctxT(t, 20*time.Second)
 	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 8})
@@ -68,14 +59,7 @@ func TestSeatsBoundsTTLLookups(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{sharedEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() }) // after the sessions (cleanups run last-in, first-out)
+	cli := newObservedClient(t, sharedEndpoint, count)
 	c := newCoordOn(t, cli, coordinator.WithPrefix("/seatsttl"))
 	ctx := ctxT(t, 60*time.Second)
 	const holders = coordinator.MaxTTLLookups + 36
