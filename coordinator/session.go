@@ -78,8 +78,10 @@ func WithTTL(d time.Duration) SessionOption { return func(o *sessionOptions) { o
 // Done closes. Default TTL/10, at least MinMargin; it must be below TTL/3.
 func WithMargin(d time.Duration) SessionOption { return func(o *sessionOptions) { o.margin = d } }
 
-// WithKeepAliveFailure calls f, from the keepalive goroutine, after each
-// keepalive attempt that fails. f must not block. Default: nothing.
+// WithKeepAliveFailure calls f after each keepalive attempt that fails
+// while the session lives, and once more when the local deadline passes
+// without an answer (before Done closes). f must not block. Default:
+// nothing.
 func WithKeepAliveFailure(f func(error)) SessionOption {
 	return func(o *sessionOptions) { o.onFailure = f }
 }
@@ -235,8 +237,12 @@ func (s *Session) checkDeadline() {
 	}
 	s.mu.Unlock()
 	if left <= 0 {
-		s.finish(fmt.Errorf("%w: lease %x: local deadline passed, no keepalive answered since %s",
-			ErrSessionExpired, s.id, lastOK.Format("15:04:05.000")))
+		err := fmt.Errorf("%w: lease %x: local deadline passed, no keepalive answered since %s",
+			ErrSessionExpired, s.id, lastOK.Format("15:04:05.000"))
+		if s.onFailure != nil && s.Err() == nil {
+			s.onFailure(err) // counted before Done closes, so whoever wakes on Done sees it
+		}
+		s.finish(err)
 	}
 }
 
@@ -251,9 +257,9 @@ func (s *Session) keepAlive(ctx context.Context) {
 		kctx, cancel := context.WithDeadline(ctx, s.Deadline())
 		resp, err := s.cli.KeepAliveOnce(kctx, s.id)
 		cancel()
-		// A keepalive cut short because the deadline passed is a failure
-		// too; one cut short by Close or Orphan is not.
-		if err != nil && s.onFailure != nil && !errors.Is(s.Err(), ErrClosed) {
+		// Failures are reported while the session lives; the watchdog
+		// reports the last one, the deadline passing, before Done closes.
+		if err != nil && s.onFailure != nil && s.Err() == nil {
 			s.onFailure(err)
 		}
 		switch {
