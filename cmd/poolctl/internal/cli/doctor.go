@@ -33,12 +33,7 @@ func newDoctorCommand(g *globalOptions) *cobra.Command {
 			"is only reported), each only if it has not changed since it was read.\n" +
 			"Deleting a seat key frees that seat; its holder sees it as force-released.\n" +
 			"It exits 0 whether or not it found something; -o json lists the findings.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError("%s takes at most one argument: POOL (got %d)", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args:              optionalPool,
 		RunE:              runE(o),
 		ValidArgsFunction: completePools(g),
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
+	"github.com/spf13/cobra"
 )
 
 // checkName checks a pool, instance or tenant name before anything
@@ -57,4 +58,13 @@ func parseToken(s string) (int64, error) {
 		return 0, usageError("--token %q: want a positive integer, the TOKEN column of `poolctl seats`", s)
 	}
 	return n, nil
+}
+
+// optionalPool is the Args check of commands whose one argument, POOL, may
+// be left out.
+func optionalPool(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usageError("%s takes at most one argument: POOL (got %d)", cmd.CommandPath(), len(args))
+	}
+	return nil
 }

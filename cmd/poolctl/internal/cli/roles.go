@@ -30,12 +30,7 @@ func newRolesCommand(g *globalOptions) *cobra.Command {
 			"grant its permissions through etcd's auth API instead (needs a user with the\n" +
 			"root role). Then grant the role to a user: etcdctl user grant-role USER ROLE.\n" +
 			"See the README's section on roles for what RBAC cannot prevent.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError("%s takes at most one argument: POOL (got %d)", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args:              optionalPool,
 		RunE:              runE(o),
 		ValidArgsFunction: completePools(g),
 	}

@@ -27,12 +27,7 @@ func newWatchCommand(g *globalOptions) *cobra.Command {
 			"down; waiters joining and leaving. Without POOL it watches every pool.\n" +
 			"A \"resync\" event means history was compacted away and events may be missing\n" +
 			"before it. It runs until interrupted (SIGINT, SIGTERM), then exits 0.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError("%s takes at most one argument: POOL (got %d)", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args:              optionalPool,
 		RunE:              runE(o),
 		ValidArgsFunction: completePools(g),
 	}
