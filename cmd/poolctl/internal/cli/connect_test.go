@@ -68,7 +68,7 @@ func TestPasswordSources(t *testing.T) {
 	h := newHarness(t)
 	h.enableAuth(t)
 	file := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(etcdtest.RootPassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.run("--dial-timeout", "10s", "--user", "root", "--password-file", file, "status").want(t, ExitOK)

@@ -114,19 +114,8 @@ func TestGlobalFlags(t *testing.T) {
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	ctx := ctxT(t, 20*time.Second)
-	if _, err := h.cli.RoleAdd(ctx, "root"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.cli.UserAdd(ctx, "root", "s3cret"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.cli.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.cli.AuthEnable(ctx); err != nil {
-		t.Fatal(err)
-	}
+	h.enableAuth(t)
+	pw := etcdtest.RootPassword
 	tests := []struct {
 		name   string
 		args   []string
@@ -134,9 +123,9 @@ func TestAuth(t *testing.T) {
 		prompt string // what the fake terminal answers; "" fails
 		code   int
 	}{
-		{"user:password", []string{"--user", "root:s3cret", "pool", "create", "a", "--capacity", "1"}, nil, "", ExitOK},
-		{"password from env", []string{"--user", "root", "pool", "get", "a"}, map[string]string{"ETCDPOOL_PASSWORD": "s3cret"}, "", ExitOK},
-		{"password prompted", []string{"--user", "root", "status"}, nil, "s3cret", ExitOK},
+		{"user:password", []string{"--user", "root:" + pw, "pool", "create", "a", "--capacity", "1"}, nil, "", ExitOK},
+		{"password from env", []string{"--user", "root", "pool", "get", "a"}, map[string]string{"ETCDPOOL_PASSWORD": pw}, "", ExitOK},
+		{"password prompted", []string{"--user", "root", "status"}, nil, pw, ExitOK},
 		{"wrong password", []string{"--user", "root:nope", "status"}, nil, "", ExitDenied},
 		{"no credentials", []string{"status"}, nil, "", ExitDenied},
 		{"no password, no terminal", []string{"--user", "root", "status"}, nil, "", ExitUsage},
