@@ -140,15 +140,9 @@ func TestFIFOHistory(t *testing.T) {
 func fifoWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator, cli *clientv3.Client,
 	slot *atomic.Pointer[coordinator.Session], grants *atomic.Int64, target int64, stop func()) {
 	for ctx.Err() == nil {
-		s := slot.Load()
-		if s == nil || s.Err() != nil {
-			ns, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(5*time.Second))
-			if err != nil {
-				continue
-			}
-			defer ns.Close(context.Background())
-			slot.Store(ns)
-			s = ns
+		s := workerSession(ctx, cli, slot)
+		if s == nil {
+			continue
 		}
 		claim, err := c.Claim(ctx, s, "p", coordinator.WithWait())
 		switch {

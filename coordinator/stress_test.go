@@ -299,18 +299,28 @@ func groupByRevision(evs []*clientv3.Event, f func([]*clientv3.Event)) {
 
 var timeouts atomic.Int64
 
+// workerSession returns the worker's session in slot, opening a new one
+// (closed when the test ends) when there is none or it ended; nil if etcd
+// refused. The chaos side revokes sessions at random.
+func workerSession(ctx context.Context, cli *clientv3.Client, slot *atomic.Pointer[coordinator.Session]) *coordinator.Session {
+	if s := slot.Load(); s != nil && s.Err() == nil {
+		return s
+	}
+	s, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(5*time.Second))
+	if err != nil {
+		return nil
+	}
+	slot.Store(s)
+	context.AfterFunc(ctx, func() { _ = s.Close(context.Background()) })
+	return s
+}
+
 func stressWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator, cli *clientv3.Client, w int,
 	slot *atomic.Pointer[coordinator.Session], grants *atomic.Int64, target int64, stop func()) {
 	for ctx.Err() == nil {
-		s := slot.Load()
-		if s == nil || s.Err() != nil {
-			ns, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(5*time.Second))
-			if err != nil {
-				continue
-			}
-			defer ns.Close(context.Background())
-			slot.Store(ns)
-			s = ns
+		s := workerSession(ctx, cli, slot)
+		if s == nil {
+			continue
 		}
 		opts := []coordinator.ClaimOption{coordinator.WithWait(), coordinator.WithTenant(fmt.Sprintf("t%d", rand.IntN(4))),
 			coordinator.WithHolder(fmt.Sprintf("worker-%d", w))}
