@@ -27,7 +27,6 @@ type history struct {
 	prefix string // <root>/pools/<pool>/
 	kvs    map[string]*mvccpb.KeyValue
 	grants int
-	shrunk int // grants checked while an earlier shrink left holders above capacity
 	fifo   int // grants to a waiter checked for overtaking an older one
 	rev    int64
 
