@@ -86,7 +86,7 @@ func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mv
 			continue
 		}
 		var rec seatRecord
-		if json.Unmarshal(kv.Value, &rec) == nil && rec.Nonce == req.nonce {
+		if json.Unmarshal(kv.Value, &rec) == nil && rec.Nonce == req.nonce && pk.Claim == queueName(req.lease, req.nonce) {
 			var inst *Instance
 			if in, ok := st.instances[rec.Instance]; ok {
 				inst = &in

@@ -80,10 +80,15 @@ func absorb(st *poolState, p *claimPlan, resp *clientv3.TxnResponse) {
 		st.load(resp.Header.Revision, rangeKvs(resp))
 		return
 	}
-	if resp.Header.Revision <= st.rev {
-		return // a newer read already holds the outcome
+	st.committed(p, resp.Header.Revision)
+}
+
+// committed folds in the writes of plan p, committed at rev, unless the
+// state is already at or past rev (then it holds them, or later changes).
+func (st *poolState) committed(p *claimPlan, rev int64) {
+	if rev <= st.rev {
+		return
 	}
-	rev := resp.Header.Revision
 	for _, op := range p.ops {
 		switch {
 		case op.IsPut():
@@ -112,23 +117,20 @@ func (sh *sharedState) absorb(p *claimPlan, resp *clientv3.TxnResponse) {
 	absorb(sh.st, p, resp)
 }
 
-// forget drops a released seat's keys from the shared cache, so that the
-// next claim of this process sees the seat free without a read. It drops a
-// key only if its create revision is this claim's token: a later holder of
-// the same slot has a higher one and must stay counted, or the slow path of
-// takeSlot would undercount.
-func (c *Coordinator) forget(pool string, seat int, token int64, rec seatRecord) {
-	sh := c.shared(pool)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st := sh.st
-	if kv, ok := st.seats[seat]; ok && kv.CreateRevision == token {
-		st.del(c.k.seat(pool, seat))
+// forgetIn drops a released claim's keys from st, so that the next claim
+// of this process sees the seat free without a read. It drops a key only if
+// its create revision is the claim's token: a later holder of the same slot
+// has a higher one and must stay counted, or the slow path of takeSlot would
+// undercount.
+func forgetIn(st *poolState, cl *Claim) {
+	k, rec := st.k, cl.rec
+	if kv, ok := st.seats[cl.seat]; ok && kv.CreateRevision == cl.token {
+		st.del(cl.key())
 	}
-	if rec.TenantSlot >= 0 && st.tenants[rec.Tenant][rec.TenantSlot] == token {
-		st.del(c.k.tenant(pool, rec.Tenant, rec.TenantSlot))
+	if rec.TenantSlot >= 0 && st.tenants[rec.Tenant][rec.TenantSlot] == cl.token {
+		st.del(k.tenant(cl.pool, rec.Tenant, rec.TenantSlot, cl.claim))
 	}
-	if rec.BindSlot >= 0 && st.binds[rec.Instance][rec.BindSlot] == token {
-		st.del(c.k.bind(pool, rec.Instance, rec.BindSlot))
+	if rec.BindSlot >= 0 && st.binds[rec.Instance][rec.BindSlot] == cl.token {
+		st.del(k.bind(cl.pool, rec.Instance, rec.BindSlot, cl.claim))
 	}
 }

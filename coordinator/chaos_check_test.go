@@ -12,7 +12,7 @@ import (
 // claimants have no tenant, so any waiter could take any free seat).
 func (ch *chaos) idle(now time.Time) {
 	h := ch.hist
-	free := h.spec().Capacity - len(h.count("seats/"))
+	free := h.spec().Capacity - h.held()
 	waiting := 0
 	for k := range h.kvs {
 		if strings.HasPrefix(k, h.prefix+"queue/") {
@@ -129,7 +129,7 @@ func (ch *chaos) lossBeforeRegrant() (judged, excused int) {
 		for i := 1; i < len(tokens); i++ {
 			prev, next := granted[claimID{seat, tokens[i-1]}], tokens[i]
 			d, saw := done[claimID{seat, prev.Token}]
-			if (saw && d.Released) || ch.hist.released[fmt.Sprintf("%sseats/%07d", ch.hist.prefix, seat)][prev.Token] {
+			if (saw && d.Released) || ch.hist.released[fmt.Sprintf("%sseats/%07d/", ch.hist.prefix, seat)][prev.Token] {
 				continue // given back (the history shows its own release record), not lost
 			}
 			s, ok := sent[next]

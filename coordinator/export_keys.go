@@ -1,5 +1,7 @@
 package coordinator
 
+import "errors"
+
 // Exported views of the key schema in keys.go, for tools outside the
 // library that must name keys: poolctl's roles (which prefixes each actor
 // needs) and doctor (which keys are foreign or damaged), and poolagent's
@@ -49,8 +51,13 @@ func SegPrefix(root, pool, seg string) string {
 	return keys{root: root}.pool(pool) + seg + "/"
 }
 
-// SeatKey returns the key of seat n of pool.
-func SeatKey(root, pool string, n int) string { return keys{root: root}.seat(pool, n) }
+// SeatPrefix returns the prefix of seat n of pool: the seat is held while a
+// key exists under it, <prefix><lease>-<nonce> of the holding claim.
+func SeatPrefix(root, pool string, n int) string { return slotPrefix(keys{root: root}.seats(pool), n) }
+
+// IsOldSchema reports whether err, from ParseKey, says the key is a seat or
+// slot key of the schema before v0.3 (no claim segment).
+func IsOldSchema(err error) bool { return errors.Is(err, errOldSchema) }
 
 // HealthzKey returns the key poolagent reads in its /healthz probe.
 func HealthzKey(root string) string { return root + "/healthz" }
@@ -65,6 +72,8 @@ type ParsedKey struct {
 	Name string
 	// Slot is the seat or slot number; -1 where the kind has none.
 	Slot int
+	// Claim is the holding claim's <lease>-<nonce>, for seat and slot keys.
+	Claim string
 }
 
 // ParseKey splits a key built by the library under root. Any other key

@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,25 +18,31 @@ func rebuild(k keys, pk parsedKey) string {
 	case segInstances:
 		return k.instance(pk.Pool, pk.Name)
 	case segSeats:
-		return k.seat(pk.Pool, pk.Slot)
+		return k.seat(pk.Pool, pk.Slot, pk.Claim)
 	case segReleased:
 		return k.released(pk.Pool, pk.Slot)
 	case segBinds:
-		return k.bind(pk.Pool, pk.Name, pk.Slot)
+		return k.bind(pk.Pool, pk.Name, pk.Slot, pk.Claim)
 	case segTenants:
-		return k.tenant(pk.Pool, pk.Name, pk.Slot)
+		return k.tenant(pk.Pool, pk.Name, pk.Slot, pk.Claim)
 	case segQueue:
 		return k.queue(pk.Pool) + pk.Name
+	case segGrants:
+		return k.grant(pk.Pool, pk.Name)
 	case segFences:
 		return k.fence(pk.Pool, leaseOfHex(pk.Name))
 	}
 	return ""
 }
 
+// cn is a claim name as claims write it.
+var cn = queueName(0x1234, 7)
+
 func FuzzParseKey(f *testing.F) {
 	k := keys{root: DefaultPrefix}
 	for _, s := range []string{
-		k.spec("p"), k.instance("p", "bot-1"), k.seat("p", 7), k.bind("p", "i", 0), k.tenant("p", "acme", 3),
+		k.spec("p"), k.instance("p", "bot-1"), k.seat("p", 7, cn), k.bind("p", "i", 0, cn), k.tenant("p", "acme", 3, cn),
+		k.grant("p", cn), "/etcdpool/pools/p/seats/0000007/" + cn + "/x", "/etcdpool/pools/p/seats/0000007",
 		k.queueKey("p", 0x1234, 99), k.fence("p", clientv3.LeaseID(0xabc)), k.released("p", 9999999),
 		"/etcdpool/pools/p/seats/1", "/etcdpool/pools//spec", "/etcdpool/pools/p/seats/-000001", "/other/p/spec",
 	} {
@@ -57,14 +65,14 @@ func FuzzParseKey(f *testing.F) {
 func TestSlotOrderIsNumeric(t *testing.T) {
 	k := keys{root: DefaultPrefix}
 	for n := 0; n < MaxCapacity; n += 997 {
-		if !(k.seat("p", n) < k.seat("p", n+1)) {
+		if !(k.seat("p", n, cn) < k.seat("p", n+1, cn)) {
 			t.Fatalf("seat %d does not sort before %d", n, n+1)
 		}
 	}
-	if k.seat("p", 1) == k.seat("p", 10)[:len(k.seat("p", 1))] {
+	if strings.HasPrefix(k.seat("p", 10, cn), slotPrefix(k.seats("p"), 1)) {
 		t.Fatal("seats/1 is a prefix of seats/10")
 	}
-	if k.seat("p", MaxCapacity) >= clientv3.GetPrefixRangeEnd(k.seats("p")) {
+	if k.seat("p", MaxCapacity, cn) >= clientv3.GetPrefixRangeEnd(k.seats("p")) {
 		t.Fatal("the highest slot falls outside the seats range")
 	}
 }
@@ -95,4 +103,20 @@ func normal(s PoolSpec) PoolSpec {
 		s.TenantLimits = nil
 	}
 	return s
+}
+
+// TestOldSchemaKeysAreNamed checks that seat and slot keys of the schema
+// before hand-offs are told apart from other foreign keys.
+func TestOldSchemaKeysAreNamed(t *testing.T) {
+	k := keys{root: DefaultPrefix}
+	for _, key := range []string{k.seats("p") + "0000003", k.binds("p", "bot") + "0000000", k.tenants("p", "acme") + "0000001"} {
+		if _, err := k.parse(key); !errors.Is(err, errOldSchema) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("parse(%q) = %v, want the old-schema error", key, err)
+		}
+	}
+	for _, key := range []string{k.seats("p") + "x", k.seat("p", 3, cn) + "/x", k.seats("p") + "0000003/zz"} {
+		if _, err := k.parse(key); err == nil || errors.Is(err, errOldSchema) {
+			t.Errorf("parse(%q) = %v, want a plain invalid-key error", key, err)
+		}
+	}
 }

@@ -24,6 +24,7 @@ type Claim struct {
 	pool  string
 	seat  int
 	token int64
+	claim string // <lease>-<nonce>: the last segment of its seat and slot keys
 	rec   seatRecord
 	inst  *Instance
 
@@ -36,7 +37,7 @@ type Claim struct {
 }
 
 func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {
-	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, rec: rec, inst: inst, donec: make(chan struct{})}
+	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, claim: queueName(s.Lease(), rec.Nonce), rec: rec, inst: inst, donec: make(chan struct{})}
 	cl.mu.Lock()
 	cl.stopSess = context.AfterFunc(s.life, func() { cl.lose(s.lostErr(), "") })
 	cl.mu.Unlock()
@@ -75,8 +76,11 @@ func (cl *Claim) Instance() (Instance, bool) {
 // IsOwner returns a compare that holds while this claim holds its seat. Put
 // it in your own transactions to fence writes made on the holder's behalf.
 func (cl *Claim) IsOwner() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(cl.c.k.seat(cl.pool, cl.seat)), "=", cl.token)
+	return clientv3.Compare(clientv3.CreateRevision(cl.key()), "=", cl.token)
 }
+
+// key returns the claim's seat key.
+func (cl *Claim) key() string { return cl.c.k.seat(cl.pool, cl.seat, cl.claim) }
 
 // Done returns a channel that is closed when the seat is lost for any
 // reason: released, lease expired or presumed expired by the session's local
@@ -169,7 +173,7 @@ func (cl *Claim) startMonitor() {
 
 func (cl *Claim) monitor(ctx context.Context) {
 	c := cl.c
-	seatKey := c.k.seat(cl.pool, cl.seat)
+	seatKey := cl.key()
 	wctx := clientv3.WithRequireLeader(ctx)
 	seatW := c.cli.Watch(wctx, seatKey, clientv3.WithRev(cl.token))
 	var instW clientv3.WatchChan
@@ -216,7 +220,7 @@ func (cl *Claim) seatEvent(ctx context.Context, wr clientv3.WatchResponse, ok bo
 	if ok && wr.Err() == nil {
 		return false, 0
 	}
-	kv, rev := cl.reread(ctx, cl.c.k.seat(cl.pool, cl.seat))
+	kv, rev := cl.reread(ctx, cl.key())
 	if rev > 0 && (kv == nil || kv.CreateRevision != cl.token) {
 		cl.classify(ctx)
 		return true, 0
@@ -320,7 +324,7 @@ func (cl *Claim) instanceGone() {
 	cl.lose(ErrInstanceGone, cl.rec.Instance)
 	ctx, cancel := cl.c.cleanupCtx()
 	defer cancel()
-	ops := cl.c.releaseOps(cl.pool, cl.seat, cl.token, cl.sess.Lease(), cl.rec, releaseRecord{Reason: ReasonInstanceGone, By: cl.rec.Holder, At: time.Now().UTC()})
+	ops := cl.c.releaseOps(cl.held(), releaseRecord{Reason: ReasonInstanceGone, By: cl.rec.Holder, At: time.Now().UTC()})
 	if _, err := cl.c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit(); err != nil {
 		cl.c.log.Warn("free seat of gone instance", "pool", cl.pool, "seat", cl.seat, "err", err)
 	}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,9 +13,9 @@ import (
 //
 //	<root>/pools/<pool>/spec                       pool spec (JSON), no lease
 //	<root>/pools/<pool>/instances/<instance>       instance (JSON), agent's lease
-//	<root>/pools/<pool>/seats/<seat>               seat (JSON), holder's lease
-//	<root>/pools/<pool>/binds/<instance>/<slot>    instance slot, holder's lease
-//	<root>/pools/<pool>/tenants/<tenant>/<slot>    tenant slot, holder's lease
+//	<root>/pools/<pool>/seats/<seat>/<claim>              seat (JSON), holder's lease
+//	<root>/pools/<pool>/binds/<instance>/<slot>/<claim>   instance slot, holder's lease
+//	<root>/pools/<pool>/tenants/<tenant>/<slot>/<claim>   tenant slot, holder's lease
 //	<root>/pools/<pool>/queue/<lease>-<nonce>      waiter (JSON), waiter's lease
 //	<root>/pools/<pool>/grants/<lease>-<nonce>     seat granted to that waiter, its lease
 //	<root>/pools/<pool>/fences/<lease>             claim fence, claimant's lease
@@ -23,6 +24,14 @@ import (
 // Seat and slot numbers are zero-padded to slotWidth digits so that lexical
 // order is numeric order and "seats/1" is never a prefix of "seats/10".
 // Leases and nonces are 16 hex digits. Names never contain '/'.
+//
+// <claim> is the claimant's <lease>-<nonce>, the name of its queue and grant
+// keys too. A slot is held while a key exists under its prefix (slotPrefix),
+// and every claim keeps at most one there. Naming the key after the claim
+// lets one transaction delete a holder's slot keys and create the next
+// holder's in the same slots (a hand-off, see handoff.go): etcd refuses a
+// txn that deletes and puts the same key, and a re-created key would keep
+// neither its create revision (the token) nor the rule that it only grows.
 
 const (
 	slotWidth = 7 // holds 0..9,999,999; MaxCapacity is 1,000,000
@@ -52,17 +61,23 @@ func (k keys) instances(p string) string { return k.pool(p) + segInstances + "/"
 func (k keys) instance(p, id string) string {
 	return k.instances(p) + id
 }
-func (k keys) seats(p string) string       { return k.pool(p) + segSeats + "/" }
-func (k keys) seat(p string, n int) string { return k.seats(p) + slot(n) }
-func (k keys) binds(p, id string) string   { return k.pool(p) + segBinds + "/" + id + "/" }
-func (k keys) bind(p, id string, n int) string {
-	return k.binds(p, id) + slot(n)
+func (k keys) seats(p string) string { return k.pool(p) + segSeats + "/" }
+func (k keys) seat(p string, n int, claim string) string {
+	return slotPrefix(k.seats(p), n) + claim
+}
+func (k keys) binds(p, id string) string { return k.pool(p) + segBinds + "/" + id + "/" }
+func (k keys) bind(p, id string, n int, claim string) string {
+	return slotPrefix(k.binds(p, id), n) + claim
 }
 func (k keys) tenants(p, t string) string { return k.pool(p) + segTenants + "/" + t + "/" }
-func (k keys) tenant(p, t string, n int) string {
-	return k.tenants(p, t) + slot(n)
+func (k keys) tenant(p, t string, n int, claim string) string {
+	return slotPrefix(k.tenants(p, t), n) + claim
 }
-func (k keys) queue(p string) string { return k.pool(p) + segQueue + "/" }
+
+// slotPrefix is the prefix of slot n of a set: the slot is held while a key
+// exists under it.
+func slotPrefix(set string, n int) string { return set + slot(n) + "/" }
+func (k keys) queue(p string) string      { return k.pool(p) + segQueue + "/" }
 func (k keys) queueKey(p string, lease clientv3.LeaseID, nonce uint64) string {
 	return k.queue(p) + queueName(lease, nonce)
 }
@@ -82,11 +97,16 @@ func slot(n int) string { return fmt.Sprintf("%0*d", slotWidth, n) }
 
 // parsedKey is a key under <root>/pools/ split into its parts.
 type parsedKey struct {
-	Pool string
-	Seg  string // one of the seg* constants
-	Name string // instance, tenant or queue entry name; empty otherwise
-	Slot int    // seat or slot number; -1 where the kind has none
+	Pool  string
+	Seg   string // one of the seg* constants
+	Name  string // instance, tenant or queue entry name; empty otherwise
+	Slot  int    // seat or slot number; -1 where the kind has none
+	Claim string // the holding claim's <lease>-<nonce>, for seat and slot keys
 }
+
+// errOldSchema marks a seat or slot key of the schema before hand-offs
+// (seats/<seat>, no claim segment), written by an etcdpool before v0.3.
+var errOldSchema = errors.New("key of the old schema (before v0.3)")
 
 // parse splits a key built by keys. It rejects anything else, so that a
 // stray key written by hand is ignored rather than misread.
@@ -115,16 +135,28 @@ func (k keys) parse(key string) (parsedKey, error) {
 			return bad("bad instance id")
 		}
 		pk.Name = args[0]
-	case segSeats, segReleased:
+	case segReleased:
 		if len(args) != 1 {
 			return bad("bad seat")
 		}
 		pk.Slot, err = parseSlot(args[0])
+	case segSeats:
+		if len(args) == 1 && parseOK(args[0]) {
+			return parsedKey{}, fmt.Errorf("%w: %w: %q", ErrInvalid, errOldSchema, key)
+		}
+		if len(args) != 2 || !validHexName(args[1], true) {
+			return bad("bad seat")
+		}
+		pk.Claim = args[1]
+		pk.Slot, err = parseSlot(args[0])
 	case segBinds, segTenants:
-		if len(args) != 2 || ValidateName(args[0]) != nil {
+		if len(args) == 2 && ValidateName(args[0]) == nil && parseOK(args[1]) {
+			return parsedKey{}, fmt.Errorf("%w: %w: %q", ErrInvalid, errOldSchema, key)
+		}
+		if len(args) != 3 || ValidateName(args[0]) != nil || !validHexName(args[2], true) {
 			return bad("bad slot key")
 		}
-		pk.Name = args[0]
+		pk.Name, pk.Claim = args[0], args[2]
 		pk.Slot, err = parseSlot(args[1])
 	case segQueue, segGrants, segFences:
 		if len(args) != 1 || !validHexName(args[0], pk.Seg != segFences) {
@@ -139,6 +171,8 @@ func (k keys) parse(key string) (parsedKey, error) {
 	}
 	return pk, nil
 }
+
+func parseOK(s string) bool { _, err := parseSlot(s); return err == nil }
 
 func parseSlot(s string) (int, error) {
 	if len(s) != slotWidth {

@@ -27,6 +27,7 @@ type claimRequest struct {
 // a seat, and the slots it chose.
 type claimPlan struct {
 	lease clientv3.LeaseID
+	claim string // the claim's <lease>-<nonce>, the last segment of its keys
 	rec   seatRecord
 	seat  int
 	inst  *Instance
@@ -59,13 +60,17 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 		return nil, s.specErr
 	}
 	for key := range s.foreign {
+		if _, err := s.k.parse(key); errors.Is(err, errOldSchema) {
+			return nil, fmt.Errorf("%w: %q under pool %q is a seat key of the schema before v0.3, held by an older etcdpool; "+
+				"it goes with its holder's lease, or `poolctl doctor %s --fix` deletes it", ErrForeignKey, key, s.pool, s.pool)
+		}
 		return nil, fmt.Errorf("%w: %q under pool %q; delete it", ErrForeignKey, key, s.pool)
 	}
 	if len(s.unleased) > maxUnleased {
 		return nil, fmt.Errorf("%w: %d queue keys without a lease under pool %q (such as %q); run `poolctl doctor %s --fix`",
 			ErrForeignKey, len(s.unleased), s.pool, sortedKeys(s.unleased)[0], s.pool)
 	}
-	p := &claimPlan{lease: req.lease, rec: seatRecord{
+	p := &claimPlan{lease: req.lease, claim: queueName(req.lease, req.nonce), rec: seatRecord{
 		Holder: req.opts.holder, Tenant: req.opts.tenant, Nonce: req.nonce,
 		ClaimedAt: time.Now().UTC(), TenantSlot: -1, BindSlot: -1,
 	}}
@@ -75,7 +80,7 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	if err := s.planQueue(p, req); err != nil {
 		return nil, err
 	}
-	seat, cmps, ok := takeSlot(s.seatRevs, s.spec.Capacity, s.seatsAbove > 0, s.rev, s.k.seats(s.pool), func(n int) string { return s.k.seat(s.pool, n) })
+	seat, cmps, ok := s.takeSlot(s.seatRevs, s.spec.Capacity, s.seatsAbove > 0, s.k.seats(s.pool))
 	if !ok {
 		return nil, &NoSeatError{Pool: s.pool, Reason: WaitPoolFull,
 			Detail: fmt.Sprintf("pool %q holds %d of %d", s.pool, len(s.seats), s.spec.Capacity)}
@@ -88,12 +93,12 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 		return nil, err
 	}
 	if req.granted {
-		p.rec.Grant = queueName(req.lease, req.nonce)
+		p.rec.Grant = p.claim
 		g, _ := json.Marshal(grantRecord{Seat: seat, Record: p.rec, Instance: p.inst})
 		p.ops = append(p.ops, clientv3.OpPut(s.k.grant(s.pool, p.rec.Grant), string(g), clientv3.WithLease(req.lease)))
 	}
 	val, _ := json.Marshal(p.rec)
-	p.ops = append(p.ops, clientv3.OpPut(s.k.seat(s.pool, seat), string(val), clientv3.WithLease(req.lease)))
+	p.ops = append(p.ops, clientv3.OpPut(s.k.seat(s.pool, seat, p.claim), string(val), clientv3.WithLease(req.lease)))
 	if req.queueKey != "" {
 		p.ops = append(p.ops, clientv3.OpDelete(req.queueKey))
 	}
@@ -163,14 +168,14 @@ func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {
 	if !limited {
 		return nil
 	}
-	n, cmps, ok := takeSlot(s.tenants[t], limit, anyAtOrAbove(s.tenants[t], limit), s.rev, s.k.tenants(s.pool, t), func(n int) string { return s.k.tenant(s.pool, t, n) })
+	n, cmps, ok := s.takeSlot(s.tenants[t], limit, anyAtOrAbove(s.tenants[t], limit), s.k.tenants(s.pool, t))
 	if !ok {
 		return &NoSeatError{Pool: s.pool, Reason: WaitTenantLimit,
 			Detail: fmt.Sprintf("tenant %q holds %d of its limit %d", t, len(s.tenants[t]), limit)}
 	}
 	p.rec.TenantSlot = n
 	p.cmps = append(p.cmps, cmps...)
-	p.ops = append(p.ops, clientv3.OpPut(s.k.tenant(s.pool, t, n), slot(p.seat), clientv3.WithLease(req.lease)))
+	p.ops = append(p.ops, clientv3.OpPut(s.k.tenant(s.pool, t, n, p.claim), slot(p.seat), clientv3.WithLease(req.lease)))
 	return nil
 }
 
@@ -194,7 +199,7 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 		if !s.fits(id, in, o) {
 			continue
 		}
-		n, cmps, ok := takeSlot(s.binds[id], in.Seats, anyAtOrAbove(s.binds[id], in.Seats), s.rev, s.k.binds(s.pool, id), func(n int) string { return s.k.bind(s.pool, id, n) })
+		n, cmps, ok := s.takeSlot(s.binds[id], in.Seats, anyAtOrAbove(s.binds[id], in.Seats), s.k.binds(s.pool, id))
 		// Spread load: prefer the least loaded instance, ties at random.
 		load := len(s.binds[id])
 		if ok && (best == nil || load < bestLoad || (load == bestLoad && rand.IntN(2) == 0)) {
@@ -212,7 +217,7 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	p.inst, p.rec.Instance, p.rec.BindSlot = best, best.ID, bestSlot
 	p.cmps = append(p.cmps, bestCmps...)
 	p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(s.k.instance(s.pool, best.ID)), "=", best.Revision))
-	p.ops = append(p.ops, clientv3.OpPut(s.k.bind(s.pool, best.ID, bestSlot), slot(p.seat), clientv3.WithLease(req.lease)))
+	p.ops = append(p.ops, clientv3.OpPut(s.k.bind(s.pool, best.ID, bestSlot, p.claim), slot(p.seat), clientv3.WithLease(req.lease)))
 	return nil
 }
 
@@ -266,33 +271,37 @@ func anyAtOrAbove(held map[int]int64, limit int) bool {
 	return false
 }
 
-// takeSlot picks a free slot in [0, limit) of a set whose held slots are
-// held, and returns the compares that make taking it safe:
+// takeSlot picks a free slot in [0, limit) of the set under prefix set,
+// whose held slots are held, and returns the compares that make taking it
+// safe:
 //
-//   - the slot's key has CreateRevision 0 (nobody holds it);
+//   - nothing is held under the slot's prefix (CreateRevision 0 over the
+//     range); or, for a slot the same txn frees (a hand-off, s.freed), only
+//     the releasing claim's key, by its token;
 //   - fast path, when nothing at or above limit is held: no key exists in
-//     [key(limit), end of prefix). Then every held slot is below limit and
-//     distinct, so at most limit are held after the put, whatever else
+//     [slot(limit), end of set). Then every held slot is below limit and
+//     holds one key, so at most limit are held after the put, whatever else
 //     happened since the state was read;
 //   - slow path, after limit shrank below a held slot: every key under the
-//     prefix has CreateRevision <= rev. Keys only appear by creation, so the
+//     set has CreateRevision <= rev. Keys only appear by creation, so the
 //     set held now is a subset of the set this state saw at rev, which held
 //     fewer than limit (counted below).
 //
 // high says whether a slot at or above limit is held.
-func takeSlot(held map[int]int64, limit int, high bool, rev int64, prefix string, key func(int) string) (int, []clientv3.Cmp, bool) {
+func (s *poolState) takeSlot(held map[int]int64, limit int, high bool, set string) (int, []clientv3.Cmp, bool) {
 	if len(held) >= limit {
 		return 0, nil, false
 	}
-	if high && rev == 0 {
+	if high && s.rev == 0 {
 		return 0, nil, false // the slow path needs a real snapshot
 	}
 	n := freeSlot(held, limit)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key(n)), "=", 0)}
+	prefix := slotPrefix(set, n)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(prefix).WithPrefix(), "=", s.freed[prefix])}
 	if high {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(prefix).WithPrefix(), "<", rev+1))
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set).WithPrefix(), "<", s.rev+1))
 	} else {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key(limit)).WithRange(clientv3.GetPrefixRangeEnd(prefix)), "=", 0))
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set+slot(limit)).WithRange(clientv3.GetPrefixRangeEnd(set)), "=", 0))
 	}
 	return n, cmps, true
 }

@@ -11,34 +11,59 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// heldSeat names the keys of a held seat: what a release deletes.
+type heldSeat struct {
+	pool  string
+	seat  int
+	token int64
+	lease clientv3.LeaseID
+	claim string // <lease>-<nonce>, the last segment of each key
+	rec   seatRecord
+}
+
+func (cl *Claim) held() heldSeat {
+	return heldSeat{pool: cl.pool, seat: cl.seat, token: cl.token, lease: cl.sess.Lease(), claim: cl.claim, rec: cl.rec}
+}
+
+// slotKeys returns the seat key and the tenant and instance slot keys
+// taken with it.
+func (h heldSeat) slotKeys(k keys) []string {
+	out := []string{k.seat(h.pool, h.seat, h.claim)}
+	if h.rec.TenantSlot >= 0 && h.rec.Tenant != "" {
+		out = append(out, k.tenant(h.pool, h.rec.Tenant, h.rec.TenantSlot, h.claim))
+	}
+	if h.rec.BindSlot >= 0 && h.rec.Instance != "" {
+		out = append(out, k.bind(h.pool, h.rec.Instance, h.rec.BindSlot, h.claim))
+	}
+	return out
+}
+
 // releaseOps deletes a seat and the slot keys taken with it, each fenced by
-// token, and records who released it. The caller compares the seat's token.
-// The tenant and instance slot deletes sit in nested txns so that a slot key
-// re-created under another claim (only possible by hand) is left alone.
+// the token, and records who released it. The caller compares the seat's
+// token. The slot deletes sit in nested txns so that a slot key whose
+// create revision is not the token (only possible by hand) is left alone.
 //
 // The release record is bound to the holder's lease: it tells the holder's
 // monitor why its seat went (and lets a retried Release recognise its own
 // earlier success), and it goes with the holder's session, so records never
 // pile up. Watchers see it in the same revision as the seat's delete. (The
 // txn's compare on the seat key proves the lease is alive when it applies.)
-func (c *Coordinator) releaseOps(pool string, seat int, token int64, lease clientv3.LeaseID, rec seatRecord, rel releaseRecord) []clientv3.Op {
-	ops := []clientv3.Op{clientv3.OpDelete(c.k.seat(pool, seat))}
-	fenced := func(key string) clientv3.Op {
-		return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", token)},
-			[]clientv3.Op{clientv3.OpDelete(key)}, nil)
+func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
+	var ops []clientv3.Op
+	for i, key := range h.slotKeys(c.k) {
+		if i == 0 {
+			ops = append(ops, clientv3.OpDelete(key))
+			continue
+		}
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", h.token)},
+			[]clientv3.Op{clientv3.OpDelete(key)}, nil))
 	}
-	if rec.TenantSlot >= 0 && rec.Tenant != "" {
-		ops = append(ops, fenced(c.k.tenant(pool, rec.Tenant, rec.TenantSlot)))
+	if h.rec.Grant != "" {
+		ops = append(ops, clientv3.OpDelete(c.k.grant(h.pool, h.rec.Grant)))
 	}
-	if rec.BindSlot >= 0 && rec.Instance != "" {
-		ops = append(ops, fenced(c.k.bind(pool, rec.Instance, rec.BindSlot)))
-	}
-	if rec.Grant != "" {
-		ops = append(ops, clientv3.OpDelete(c.k.grant(pool, rec.Grant)))
-	}
-	rel.Token = token
+	rel.Token = h.token
 	val, _ := json.Marshal(rel)
-	return append(ops, clientv3.OpPut(c.k.released(pool, seat), string(val), clientv3.WithLease(lease)))
+	return append(ops, clientv3.OpPut(c.k.released(h.pool, h.seat), string(val), clientv3.WithLease(h.lease)))
 }
 
 // Release gives the seat back. It is fenced by the token: it deletes the
@@ -47,14 +72,23 @@ func (c *Coordinator) releaseOps(pool string, seat int, token int64, lease clien
 // ErrNotHeld when the seat was already gone (released before, expired,
 // force-released). ctx bounds the call; an ambiguous failure is retried
 // until ctx is done, which is safe because the release is idempotent.
+//
+// When this process knows of claimants waiting on the pool, the same
+// transaction hands the seat to the first of them that may take it (see
+// handoff.go).
 func (cl *Claim) Release(ctx context.Context) error {
 	return cl.release(ctx, releaseRecord{By: cl.rec.Holder, At: time.Now().UTC()})
 }
 
-// release deletes the seat, fenced by its token, writing rel as the record.
+// release deletes the seat, fenced by its token, writing rel as the record,
+// and hands the seat off if it can.
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
-	ops := c.releaseOps(cl.pool, cl.seat, cl.token, cl.sess.Lease(), cl.rec, rel)
+	ops := c.releaseOps(cl.held(), rel)
+	next, hand := c.handoff(cl.held())
+	if next != nil {
+		ops = append(ops, hand)
+	}
 	for backoff, try := 50*time.Millisecond, 0; ; backoff, try = min(2*backoff, time.Second), try+1 {
 		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).
 			Else(clientv3.OpGet(c.k.released(cl.pool, cl.seat))).Commit()
@@ -63,8 +97,7 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			// A retry that finds our own release record: an earlier try
 			// committed and its answer was lost.
 			cl.lose(ErrReleased, "")
-			c.forget(cl.pool, cl.seat, cl.token, cl.rec)
-			c.log.Debug("seat released", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
+			c.released(cl, next, resp)
 			return nil
 		case err == nil:
 			cl.classify(ctx) // tell Err why the seat was already gone
@@ -100,9 +133,10 @@ func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, t
 	if cur.Token != token {
 		return cur, fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", ErrStaleToken, pool, seat, cur.Token, token)
 	}
-	rec := seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot, Grant: cur.grant}
-	ops := c.releaseOps(pool, seat, token, cur.Lease, rec, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
-	key := c.k.seat(pool, seat)
+	h := heldSeat{pool: pool, seat: seat, token: token, lease: cur.Lease, claim: cur.claim,
+		rec: seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot, Grant: cur.grant}}
+	ops := c.releaseOps(h, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
+	key := c.k.seat(pool, seat, cur.claim)
 	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).Then(ops...).Commit()
 	if err != nil {
 		return Seat{}, fmt.Errorf("coordinator: force-release pool %q seat %d: %w", pool, seat, err)
@@ -122,7 +156,7 @@ func (c *Coordinator) Seat(ctx context.Context, pool string, seat int) (Seat, er
 	if seat < 0 || seat >= MaxCapacity {
 		return Seat{}, fmt.Errorf("%w: seat %d is outside 0..%d", ErrInvalid, seat, MaxCapacity-1)
 	}
-	resp, err := c.cli.Get(ctx, c.k.seat(pool, seat))
+	resp, err := c.cli.Get(ctx, slotPrefix(c.k.seats(pool), seat), clientv3.WithPrefix())
 	if err != nil {
 		return Seat{}, fmt.Errorf("coordinator: get seat: %w", err)
 	}

@@ -93,21 +93,20 @@ func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat i
 	if s.Err() != nil {
 		return nil, expiredErr(s.Lease())
 	}
-	key := c.k.seat(pool, seat)
-	resp, err := c.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(key), "=", token),
-		clientv3.Compare(clientv3.LeaseValue(key), "=", int64(s.Lease())),
-	).Then(clientv3.OpGet(key)).Else(clientv3.OpGet(key)).Commit()
+	resp, err := c.cli.Get(ctx, slotPrefix(c.k.seats(pool), seat), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: adopt pool %q seat %d: %w", pool, seat, err)
 	}
-	kvs := rangeKvs(resp)
-	if !resp.Succeeded {
+	kvs := resp.Kvs
+	if len(kvs) != 1 || kvs[0].CreateRevision != token || kvs[0].Lease != int64(s.Lease()) {
 		return nil, notAdoptable(pool, seat, token, s.Lease(), kvs)
 	}
 	rec := seatRecord{TenantSlot: -1, BindSlot: -1}
 	if err := json.Unmarshal(kvs[0].Value, &rec); err != nil {
 		return nil, fmt.Errorf("%w: pool %q seat %d has a malformed value: %v", ErrInvalid, pool, seat, err)
+	}
+	if pk, err := c.k.parse(string(kvs[0].Key)); err != nil || pk.Claim != queueName(s.Lease(), rec.Nonce) {
+		return nil, fmt.Errorf("%w: pool %q seat %d: key %q does not match its record", ErrInvalid, pool, seat, kvs[0].Key)
 	}
 	inst, err := c.instanceAt(ctx, pool, rec.Instance, resp.Header.Revision)
 	if err != nil {

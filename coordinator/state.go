@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"sort"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -34,8 +35,16 @@ type poolState struct {
 	instances  map[string]Instance
 	binds      map[string]map[int]int64 // instance -> slot -> create revision
 	tenants    map[string]map[int]int64 // tenant -> slot -> create revision
-	queue      map[string]*mvccpb.KeyValue
-	grants     map[string]*mvccpb.KeyValue // grant name -> key
+	// holders maps each held slot's prefix to the claim holding it, so that
+	// the delete of a claim's slot key never erases the next claim's key in
+	// the same slot (a hand-off writes both in one revision).
+	holders map[string]string
+	// freed marks the slots that the txn being planned frees, by slot
+	// prefix, with the releasing claim's token; nil but during a hand-off's
+	// planning (see vacate in handoff.go).
+	freed  map[string]int64
+	queue  map[string]*mvccpb.KeyValue
+	grants map[string]*mvccpb.KeyValue // grant name -> key
 	// unleased are keys under queue/ without a lease: no waiter of ours
 	// writes one (it could never go away), so they are not waiters, and
 	// claims compare around them (see queueCmps) instead of being blocked.
@@ -58,6 +67,7 @@ func (s *poolState) reset() {
 	s.instances = map[string]Instance{}
 	s.binds = map[string]map[int]int64{}
 	s.tenants = map[string]map[int]int64{}
+	s.holders = map[string]string{}
 	s.queue = map[string]*mvccpb.KeyValue{}
 	s.grants = map[string]*mvccpb.KeyValue{}
 	s.unleased = map[string]bool{}
@@ -71,7 +81,7 @@ func (s *poolState) clone() *poolState {
 	c.seats, c.seatRevs = maps.Clone(s.seats), maps.Clone(s.seatRevs)
 	c.instances, c.queue, c.grants = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.grants)
 	c.fences, c.foreign, c.unleased = maps.Clone(s.fences), maps.Clone(s.foreign), maps.Clone(s.unleased)
-	c.binds, c.tenants = cloneSlots(s.binds), cloneSlots(s.tenants)
+	c.binds, c.tenants, c.holders = cloneSlots(s.binds), cloneSlots(s.tenants), maps.Clone(s.holders)
 	return &c
 }
 
@@ -143,10 +153,13 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 			s.seatsAbove++
 		}
 		s.seats[pk.Slot], s.seatRevs[pk.Slot] = kv, kv.CreateRevision
+		s.holders[slotOf(string(kv.Key))] = pk.Claim
 	case segBinds:
 		setSlot(s.binds, pk.Name, pk.Slot, kv.CreateRevision)
+		s.holders[slotOf(string(kv.Key))] = pk.Claim
 	case segTenants:
 		setSlot(s.tenants, pk.Name, pk.Slot, kv.CreateRevision)
+		s.holders[slotOf(string(kv.Key))] = pk.Claim
 	case segQueue:
 		if kv.Lease == 0 {
 			s.unleased[string(kv.Key)] = true
@@ -167,6 +180,12 @@ func (s *poolState) del(key string) {
 	if err != nil || pk.Pool != s.pool {
 		delete(s.foreign, key)
 		return
+	}
+	if pk.Claim != "" {
+		if s.holders[slotOf(key)] != pk.Claim {
+			return // the slot has passed to the next claim already
+		}
+		delete(s.holders, slotOf(key))
 	}
 	switch pk.Seg {
 	case segSpec:
@@ -204,6 +223,10 @@ func (s *poolState) countAbove() {
 		}
 	}
 }
+
+// slotOf returns the slot prefix of a seat or slot key: the key without
+// its claim segment.
+func slotOf(key string) string { return key[:strings.LastIndexByte(key, '/')+1] }
 
 func setSlot(m map[string]map[int]int64, name string, n int, rev int64) {
 	if m[name] == nil {

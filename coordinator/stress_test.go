@@ -36,7 +36,7 @@ type history struct {
 	fenced        string
 	writes, stale int
 
-	// released names the claims (seat key, token) that ended by their
+	// released names the claims (seat prefix, token) that ended by their
 	// holder's own release: a release record with their token, not forced,
 	// no reason, in the revision that deleted the seat.
 	released map[string]map[int64]bool
@@ -48,6 +48,29 @@ func (h *history) spec() coordinator.PoolSpec {
 		_ = json.Unmarshal(kv.Value, &s)
 	}
 	return s
+}
+
+// seatSlot returns a seat key's slot prefix, <prefix>seats/<n>/.
+func seatSlot(k string) string { return k[:strings.LastIndexByte(k, '/')+1] }
+
+// seat returns the key held in seat n, or nil.
+func (h *history) seat(n int) *mvccpb.KeyValue {
+	p := fmt.Sprintf("%sseats/%07d/", h.prefix, n)
+	for k, kv := range h.kvs {
+		if strings.HasPrefix(k, p) {
+			return kv
+		}
+	}
+	return nil
+}
+
+// held counts the seat keys: the holders, whatever slots they are in.
+func (h *history) held() int {
+	n := 0
+	for _, c := range h.count("seats/") {
+		n += c
+	}
+	return n
 }
 
 func (h *history) count(sub string) map[string]int {
@@ -117,10 +140,11 @@ func (h *history) revision(evs []*clientv3.Event) {
 				if h.released == nil {
 					h.released = map[string]map[int64]bool{}
 				}
-				if h.released[k] == nil {
-					h.released[k] = map[int64]bool{}
+				sp := seatSlot(k)
+				if h.released[sp] == nil {
+					h.released[sp] = map[int64]bool{}
 				}
-				h.released[k][old.CreateRevision] = true
+				h.released[sp][old.CreateRevision] = true
 			}
 			delete(h.kvs, k)
 			continue
@@ -146,8 +170,13 @@ func (h *history) revision(evs []*clientv3.Event) {
 	h.checkFIFO(evs[0].Kv.ModRevision, left, seatLeases)
 	rev := evs[0].Kv.ModRevision
 	spec := h.spec()
-	if held := len(h.count("seats/")); held > spec.Capacity {
+	if held := h.held(); held > spec.Capacity {
 		h.t.Errorf("rev %d: a seat was granted with %d held > capacity %d", rev, held, spec.Capacity)
+	}
+	for slot, n := range h.count("seats/") {
+		if n > 1 {
+			h.t.Errorf("rev %d: seat %s has %d keys, so %d holders", rev, slot, n, n)
+		}
 	}
 	tenants := h.count("tenants/")
 	for tenant := range granted["tenants/"] {
@@ -170,7 +199,7 @@ func (h *history) revision(evs []*clientv3.Event) {
 // releasedBy reports whether evs (one revision) hold the holder's own
 // release record for seat key k under token.
 func (h *history) releasedBy(evs []*clientv3.Event, k string, token int64) bool {
-	rk := strings.Replace(k, h.prefix+"seats/", h.prefix+"released/", 1)
+	rk := strings.TrimSuffix(strings.Replace(seatSlot(k), h.prefix+"seats/", h.prefix+"released/", 1), "/")
 	for _, ev := range evs {
 		var r struct {
 			Token  int64
@@ -198,7 +227,7 @@ func (h *history) checkFenced(evs []*clientv3.Event) {
 			continue
 		}
 		h.writes++
-		seat := h.kvs[fmt.Sprintf("%sseats/%07d", h.prefix, w.Seat)]
+		seat := h.seat(int(w.Seat))
 		if seat == nil || seat.CreateRevision != w.Token {
 			h.stale++
 			h.t.Errorf("rev %d: a write fenced by token %d applied while seat %d was not held under it", ev.Kv.ModRevision, w.Token, w.Seat)

@@ -254,6 +254,7 @@ type Seat struct {
 
 	tenantSlot, bindSlot int    // from the seat record; ForceRelease needs them
 	grant                string // likewise
+	claim                string // the holding claim's <lease>-<nonce>, from the key
 }
 
 // waiterRecord is the JSON value of a queue key.

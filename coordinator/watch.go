@@ -112,7 +112,7 @@ func (c *Coordinator) translate(evs []*clientv3.Event) []Event {
 }
 
 func (c *Coordinator) translateRevision(evs []*clientv3.Event) []Event {
-	released := map[string]releaseRecord{} // pool/seat key -> record
+	released := map[string]releaseRecord{} // seat prefix -> record
 	deletedPools := map[string]bool{}
 	for _, ev := range evs {
 		pk, err := c.k.parse(string(ev.Kv.Key))
@@ -123,7 +123,7 @@ func (c *Coordinator) translateRevision(evs []*clientv3.Event) []Event {
 		case pk.Seg == segReleased && ev.Type == clientv3.EventTypePut:
 			var r releaseRecord
 			if json.Unmarshal(ev.Kv.Value, &r) == nil {
-				released[c.k.seat(pk.Pool, pk.Slot)] = r
+				released[slotPrefix(c.k.seats(pk.Pool), pk.Slot)] = r
 			}
 		case pk.Seg == segSpec && ev.Type == clientv3.EventTypeDelete:
 			deletedPools[pk.Pool] = true
@@ -143,7 +143,7 @@ func (c *Coordinator) translateRevision(evs []*clientv3.Event) []Event {
 		case segInstances:
 			e, ok = instanceEvent(e, ev, pk.Name)
 		case segSeats:
-			e, ok = seatEvent(e, ev, pk.Slot, released[string(ev.Kv.Key)], deletedPools[pk.Pool])
+			e, ok = seatEvent(e, ev, pk.Slot, released[slotOf(string(ev.Kv.Key))], deletedPools[pk.Pool])
 		case segQueue:
 			e, ok = waiterEvent(e, ev)
 		}

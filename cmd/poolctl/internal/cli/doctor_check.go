@@ -35,6 +35,9 @@ func diagnose(root string, kv *mvccpb.KeyValue) (f finding, ok bool) {
 	f = finding{Key: key, Revision: kv.ModRevision, Fixable: true}
 	pk, err := coordinator.ParseKey(root, key)
 	switch {
+	case coordinator.IsOldSchema(err):
+		f.Problem = "seat or slot key of the schema before v0.3, written by an older etcdpool: claims on the pool refuse to run while it exists; " +
+			"it goes with its holder's lease (stop or upgrade that holder), or --fix deletes it"
 	case err != nil:
 		f.Problem = "foreign key, not written by etcdpool: " + keyReason(err)
 	case pk.Slot >= coordinator.MaxCapacity:

@@ -25,15 +25,17 @@ func TestDoctor(t *testing.T) {
 	root := coordinator.DefaultPrefix
 	seg := func(s string) string { return coordinator.SegPrefix(root, "p", s) }
 	seatVal, _ := json.Marshal(map[string]any{"holder": "ghost", "tenantSlot": -1, "bindSlot": -1})
+	const ghost = "00000000000000aa-0000000000000002" // a claim's <lease>-<nonce>
 	planted := map[string]struct {
 		value  string
 		leased bool
 		want   string
 	}{
 		seg(coordinator.SegQueue) + "00000000000000aa-0000000000000001": {"{}", false, "queue key without a lease"},
-		coordinator.SeatKey(root, "p", 1-held.Seat()):                   {string(seatVal), false, "seat key without a lease"},
-		seg(coordinator.SegSeats) + "9999999":                           {string(seatVal), true, "seat number 9999999 above the seat-number range 0..999999"},
+		coordinator.SeatPrefix(root, "p", 1-held.Seat()) + ghost:        {string(seatVal), false, "seat key without a lease"},
+		coordinator.SeatPrefix(root, "p", 9999999) + ghost:              {string(seatVal), true, "seat number 9999999 above the seat-number range 0..999999"},
 		seg(coordinator.SegSeats) + "1":                                 {string(seatVal), true, "foreign key"},
+		seg(coordinator.SegSeats) + "0000005":                           {string(seatVal), true, "schema before v0.3"},
 		coordinator.PoolPrefix(root, "p") + "junk/x":                    {"x", true, "foreign key"},
 		seg(coordinator.SegInstances) + "i0":                            {"\x1b[31mgarbage", true, "corrupt instance value"},
 		seg(coordinator.SegInstances) + "i1":                            {`{"id":"other"}`, true, "corrupt instance value"},
@@ -89,7 +91,7 @@ func TestDoctor(t *testing.T) {
 	if resp, err := h.cli.Get(ctx, specKey); err != nil || len(resp.Kvs) != 1 {
 		t.Errorf("--fix touched the corrupt spec: %v", err)
 	}
-	if resp, err := h.cli.Get(ctx, coordinator.SeatKey(root, "p", held.Seat())); err != nil || len(resp.Kvs) != 1 {
+	if resp, err := h.cli.Get(ctx, coordinator.SeatPrefix(root, "p", held.Seat()), clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 1 {
 		t.Errorf("--fix touched a healthy seat: %v", err)
 	}
 	h.run("run", "p", "--no-wait", "--", "true").want(t, ExitOK)
