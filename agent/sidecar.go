@@ -227,7 +227,7 @@ func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
 func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) error {
 	cause := cl.Err()
 	rec := s.Record()
-	rec.State, rec.Reason, rec.Error = StateLost, lossReason(cause), cause.Error()
+	rec.State, rec.Reason, rec.Error = StateLost, coordinator.LossReason(cause), cause.Error()
 	_ = s.update(rec)
 	s.o.log.Error("seat lost", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(),
 		"lease", leaseHex(sess.Lease()), "reason", rec.Reason, "err", cause)
@@ -238,22 +238,4 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	s.o.closeSession(sess)
 	s.dropState()
 	return fmt.Errorf("%w: %w", ErrSeatLost, cause)
-}
-
-// lossReason maps a claim's error to a coordinator loss reason.
-func lossReason(err error) string {
-	for _, r := range []struct {
-		err    error
-		reason string
-	}{
-		{coordinator.ErrSessionExpired, coordinator.ReasonExpired},
-		{coordinator.ErrForceReleased, coordinator.ReasonForceReleased},
-		{coordinator.ErrInstanceGone, coordinator.ReasonInstanceGone},
-		{coordinator.ErrPoolDeleted, coordinator.ReasonPoolDeleted},
-	} {
-		if errors.Is(err, r.err) {
-			return r.reason
-		}
-	}
-	return coordinator.ReasonUnknown
 }
