@@ -97,7 +97,7 @@ func TestFollow(t *testing.T) {
 		{Type: coordinator.EventWaiterLeft, Pool: "p", Holder: "b", Revision: 15, Time: at(2 * time.Second)},
 		{Type: coordinator.EventSeatExpired, Pool: "p", Holder: "b", Reason: coordinator.ReasonExpired, Revision: 16},
 		{Type: coordinator.EventSeatForceReleased, Pool: "p", Reason: "operator", Revision: 17},
-		{Type: coordinator.EventSeatReleased, Pool: "p", Reason: "instance gone", Revision: 18},
+		{Type: coordinator.EventSeatReleased, Pool: "p", Reason: coordinator.ReasonInstanceGone, Revision: 18},
 		{Type: coordinator.EventSeatClaimed, Pool: "other", Holder: "x", Revision: 19},
 	} {
 		events <- ev

@@ -26,6 +26,13 @@ func TestPoolCreate(t *testing.T) {
 			"--tenant-limit-for", "ci=4", "--tenant-limit-for", "adhoc=0", "--require-instance"}, ExitOK,
 			&coordinator.PoolSpec{Capacity: 5, SeatTTLSeconds: 30, TenantLimit: 2, TenantLimits: map[string]int{"ci": 4, "adhoc": 0}, RequireInstance: true}},
 		{"exists", []string{"pool", "create", "a", "--capacity", "3"}, ExitConflict, &coordinator.PoolSpec{Capacity: 2}},
+		// PoolSpec.Validate alone judges a spec: a tenant limit above the
+		// capacity is allowed (it only never binds), in YAML too; see
+		// config's TestPoolSpecAgreesWithPoolctl.
+		{"tenant limit above capacity", []string{"pool", "create", "e", "--capacity", "2", "--tenant-limit", "5"}, ExitOK,
+			&coordinator.PoolSpec{Capacity: 2, TenantLimit: 5}},
+		{"tenant limit negative", []string{"pool", "create", "c", "--capacity", "2", "--tenant-limit=-1"}, ExitUsage, nil},
+		{"tenant override negative", []string{"pool", "create", "c", "--capacity", "2", "--tenant-limit-for", "ci=-1"}, ExitUsage, nil},
 		{"capacity zero", []string{"pool", "create", "c", "--capacity", "0"}, ExitUsage, nil},
 		{"capacity negative", []string{"pool", "create", "c", "--capacity=-1"}, ExitUsage, nil},
 		{"capacity missing", []string{"pool", "create", "c"}, ExitUsage, nil},
@@ -191,16 +198,16 @@ func TestPoolSet(t *testing.T) {
 	})
 }
 
-// TestPoolSetConcurrent runs setRetries setters at once, each adding its
+// TestPoolSetConcurrent runs setPolicy.Tries setters at once, each adding its
 // own tenant override. Every failed compare-and-swap means another setter
-// succeeded, so each needs at most setRetries attempts: all must succeed
+// succeeded, so each needs at most setPolicy.Tries attempts: all must succeed
 // and no override may be lost.
 func TestPoolSetConcurrent(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 1})
 	var wg sync.WaitGroup
-	results := make([]result, setRetries)
-	for i := range setRetries {
+	results := make([]result, setPolicy.Tries)
+	for i := range int(setPolicy.Tries) {
 		wg.Go(func() {
 			results[i] = h.run("pool", "set", "p", "--tenant-limit-for", fmt.Sprintf("t%d=%d", i, i+1))
 		})
