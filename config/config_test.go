@@ -40,7 +40,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"negative drain", func(c *Config) { c.Agent.DrainTimeout = -1 }, "agent.drainTimeout"},
 		{"pool capacity 0", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p"}} }, "agent.pools[0]"},
 		{"pool seat ttl too short", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(time.Second)}} }, "agent.pools[0]"},
-		{"pool seat ttl not whole seconds", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(2500 * time.Millisecond)}} }, "agent.pools[0].seatTTL"},
+		{"pool seat ttl not whole seconds", func(c *Config) {
+			c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(2500 * time.Millisecond)}}
+		}, "agent.pools[0].seatTTL"},
 		{"loss grace above ttl", func(c *Config) { c.Sidecar.LossGrace = Duration(time.Minute) }, "sidecar.lossGrace"},
 		{"bad listen", func(c *Config) { c.Sidecar.Listen = "8086" }, "sidecar.listen"},
 		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
