@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestReclaimTiming measures, over ETCDPOOL_RECLAIM_KILLS kills (default
@@ -32,15 +32,15 @@ func TestReclaimTiming(t *testing.T) {
 		kills = n
 	}
 	c := etcdtest.Start(t)
-	co := agenttest.Coordinator(t, c.Client(t))
-	agenttest.CreatePool(t, co, "r", coordinator.PoolSpec{Capacity: 1})
+	co := testkit.Coordinator(t, c.Client(t))
+	testkit.CreatePool(t, co, "r", coordinator.PoolSpec{Capacity: 1})
 	holder := startSidecar(t, c.Endpoint(0), "r", "h0")
 	holder.waitReady(t)
 	var free, granted []time.Duration
 	limit := sidecarTTL + 1500*time.Millisecond
 	for i := 1; i <= kills; i++ {
 		waiter := startSidecar(t, c.Endpoint(0), "r", fmt.Sprintf("h%d", i))
-		agenttest.Eventually(t, 10*time.Second, "waiter queued", func() bool { return queueLen(t, co, "r") == 1 })
+		testkit.Eventually(t, 10*time.Second, "waiter queued", func() bool { return queueLen(t, co, "r") == 1 })
 		f, g := killAndMeasure(t, co, "r", holder, waiter)
 		free, granted = append(free, f), append(granted, g)
 		if f > limit {

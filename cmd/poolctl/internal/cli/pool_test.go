@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestPoolCreate(t *testing.T) {
@@ -49,7 +50,7 @@ func TestPoolCreate(t *testing.T) {
 			r := h.run(tt.args...)
 			r.want(t, tt.code)
 			name := tt.args[2]
-			p, err := h.c.GetPool(ctxT(t, 5*time.Second), name)
+			p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), name)
 			if tt.spec == nil {
 				if !errors.Is(err, coordinator.ErrPoolNotFound) && !errors.Is(err, coordinator.ErrInvalid) {
 					t.Fatalf("pool %q exists after a failed create: %v %+v", name, err, p)
@@ -174,7 +175,7 @@ func TestPoolSet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h.run(append([]string{"pool", "set", "p"}, tt.args...)...).want(t, tt.code)
-			p, err := h.c.GetPool(ctxT(t, 5*time.Second), "p")
+			p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "p")
 			if err != nil || !reflect.DeepEqual(p.Spec, tt.want) {
 				t.Fatalf("spec = %+v (%v), want %+v", p.Spec, err, tt.want)
 			}
@@ -192,7 +193,7 @@ func TestPoolSet(t *testing.T) {
 		}
 		h.run("pool", "set", "bad", "--ttl", "5s").want(t, ExitError)
 		h.run("pool", "set", "bad", "--capacity", "2").want(t, ExitOK)
-		if p, err := h.c.GetPool(ctxT(t, 5*time.Second), "bad"); err != nil || p.Spec.Capacity != 2 {
+		if p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "bad"); err != nil || p.Spec.Capacity != 2 {
 			t.Fatalf("after repair: %+v %v", p, err)
 		}
 	})
@@ -218,7 +219,7 @@ func TestPoolSetConcurrent(t *testing.T) {
 		r.want(t, ExitOK)
 		want[fmt.Sprintf("t%d", i)] = i + 1
 	}
-	p, err := h.c.GetPool(ctxT(t, 5*time.Second), "p")
+	p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "p")
 	if err != nil || !reflect.DeepEqual(p.Spec.TenantLimits, want) {
 		t.Fatalf("overrides = %v (%v), want %v: an update was lost", p.Spec.TenantLimits, err, want)
 	}
@@ -231,7 +232,7 @@ func TestPoolDelete(t *testing.T) {
 	cl := h.claim("busy")
 	t.Run("refuses while held", func(t *testing.T) {
 		h.run("pool", "delete", "busy").want(t, ExitConflict)
-		if _, err := h.c.GetPool(ctxT(t, 5*time.Second), "busy"); err != nil {
+		if _, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "busy"); err != nil {
 			t.Fatalf("pool gone after a refused delete: %v", err)
 		}
 	})
