@@ -247,6 +247,8 @@ func (r *replay) step(s step) {
 		j := r.job(s)
 		_ = j.cmd.Process.Signal(syscall.SIGINT)
 		<-j.done
+	case "wait":
+		r.wait(s)
 	case "await":
 		r.await(s.text, s.args)
 	case "until":
@@ -264,15 +266,21 @@ func (r *replay) step(s step) {
 		out, code := r.run(s.args)
 		r.compare(s, out, code, false)
 	case "=", "=~":
-		j := r.job(s)
-		select {
-		case <-j.done:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("line %d: job %s still runs", s.line, s.job)
-		}
+		j := r.wait(s)
 		b, _ := os.ReadFile(j.out)
 		r.compare(s, trimBlank(strings.Split(string(b), "\n")), j.code, s.kind == "=~")
 	}
+}
+
+// wait waits up to 30s for s's job to exit.
+func (r *replay) wait(s step) *job {
+	j := r.job(s)
+	select {
+	case <-j.done:
+	case <-time.After(30 * time.Second):
+		r.t.Fatalf("line %d: job %s still runs", s.line, s.job)
+	}
+	return j
 }
 
 func (r *replay) job(s step) *job {

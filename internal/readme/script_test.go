@@ -20,6 +20,7 @@ import (
 //	                                set of lines (two processes write it)
 //	> bg JOB poolctl ARGS           starts JOB in the background (hidden)
 //	> stop JOB                      interrupts JOB, as Ctrl-C does (hidden)
+//	> wait JOB                      waits until JOB exits (hidden)
 //	> await TEXT :: poolctl ARGS    reruns poolctl until its output has TEXT
 //	> until JOB TEXT :: poolctl ARGS  runs poolctl until JOB's output has
 //	                                TEXT (a watch shows it is watching)
@@ -30,7 +31,7 @@ import (
 // "shown" in the README.
 type step struct {
 	line   int
-	kind   string // "$", "=", "=~", "bg", "stop", "await", "until", "let", "run"
+	kind   string // "$", "=", "=~", "bg", "stop", "wait", "await", "until", "let", "run"
 	block  string // README block, for shown steps
 	job    string
 	text   string // await's text, let's regexp
@@ -114,7 +115,7 @@ func parseHidden(l string) (step, error) {
 		var cmd string
 		s.job, cmd, _ = strings.Cut(rest, " ")
 		s.args, err = cmdOf(cmd)
-	case "stop":
+	case "stop", "wait":
 		s.job = rest
 	case "await":
 		var cmd string
