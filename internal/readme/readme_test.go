@@ -224,12 +224,12 @@ func (r *replay) await(text, args string) []string {
 	}
 }
 
-// until runs poolctl until j's output has text, giving each run a second
+// until runs poolctl until j's output has text, giving each run 3s
 // to show there.
 func (r *replay) until(j *job, text, args string) {
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
 		r.run(args)
-		for wait := time.Now().Add(time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
+		for wait := time.Now().Add(3 * time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
 			if b, _ := os.ReadFile(j.out); strings.Contains(string(b), text) {
 				return
 			}
@@ -308,4 +308,3 @@ func (r *replay) compare(s step, out []string, code int, unordered bool) {
 			strings.Join(got, "\n"), strings.Join(exp, "\n"))
 	}
 }
-
