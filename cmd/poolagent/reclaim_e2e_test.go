@@ -14,16 +14,18 @@ import (
 )
 
 // TestReclaimTiming measures, over ETCDPOOL_RECLAIM_KILLS kills (default
-// 10), the time from SIGKILL of the sidecar holding the only seat to the
-// seat being free and to a queued sidecar being granted it. It logs the
-// median and max and asserts only the TTL+1.5s bound. Skipped with -short.
+// 3, about 2.5s each), the time from SIGKILL of the sidecar holding the
+// only seat to the seat being free and to a queued sidecar being granted
+// it. It logs the median and max and asserts the TTL+1.5s bound on every
+// kill, so the default run still fails on a reclaim that got slower; a
+// distribution wants ETCDPOOL_RECLAIM_KILLS=20 or more. Skipped with -short.
 //
 //	go test -race -run TestReclaimTiming -v ./cmd/poolagent/
 func TestReclaimTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reclaim timing takes about 4s per kill")
 	}
-	kills := 10
+	kills := 3
 	if v := os.Getenv("ETCDPOOL_RECLAIM_KILLS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {

@@ -52,10 +52,10 @@ func TestExecuteInProcess(t *testing.T) {
 	if code, _, errs := execute("serve", "extra"); code != ExitUsage || !strings.Contains(errs, "takes no arguments") {
 		t.Errorf("serve extra: code %d, stderr %s", code, errs)
 	}
-	if code, _, errs := execute("sidecar", "--pool", "p", "--ttl", "1s"); code != ExitUsage || !strings.Contains(errs, "sidecar.ttl") {
+	if code, _, errs := execute("sidecar", "--pool", "p", "--ttl", "1s"); code != ExitUsage || !strings.Contains(errs, "config: --ttl: 1s is outside") {
 		t.Errorf("sidecar --ttl 1s: code %d, stderr %s", code, errs)
 	}
-	if code, _, errs := execute("dev", "--capacity", "0", "--data-dir", t.TempDir()); code != ExitUsage || !strings.Contains(errs, "agent.pools[0].capacity") {
+	if code, _, errs := execute("dev", "--capacity", "0", "--data-dir", t.TempDir()); code != ExitUsage || !strings.Contains(errs, "agent.pools[0]: coordinator: invalid argument: capacity 0") {
 		t.Errorf("dev --capacity 0: code %d, stderr %s", code, errs)
 	}
 }
