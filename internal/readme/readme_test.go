@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -123,8 +124,14 @@ func newReplay(t *testing.T) *replay {
 	dir := t.TempDir()
 	host, _ := os.Hostname()
 	r := &replay{t: t, dir: dir, host: host, vars: map[string]string{}, jobs: map[string]*job{}}
-	r.poolctl = build(t, dir, "poolctl", false)
-	poolagent := build(t, dir, "poolagent", raceEnabled)
+	var poolagent string
+	var wg sync.WaitGroup
+	wg.Go(func() { r.poolctl = build(t, dir, "poolctl", false) })
+	wg.Go(func() { poolagent = build(t, dir, "poolagent", raceEnabled) })
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	client := testkit.FreeAddr(t)
 	r.endpoint = "http://" + client
 	dev := r.start("dev", poolagent, "dev", "--data-dir", filepath.Join(dir, "data"), "--listen-client", client,
@@ -143,7 +150,7 @@ func build(t *testing.T, dir, name string, race bool) string {
 		args = append(args, "-race")
 	}
 	if out, err := exec.Command("go", append(args, "../../cmd/"+name)...).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", name, err, out)
+		t.Errorf("go build %s: %v\n%s", name, err, out) // not Fatal: called off the test's goroutine
 	}
 	return bin
 }
