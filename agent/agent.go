@@ -13,6 +13,7 @@ import (
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // Agent registers a host's instances under one lease, keeps them
@@ -118,9 +119,7 @@ func (a *Agent) setSession(sess *coordinator.Session, registered bool) {
 // while etcd is unreachable. An existing pool is left as it is.
 func (a *Agent) createPools(ctx context.Context) error {
 	for _, p := range a.cfg.Pools {
-		spec := coordinator.PoolSpec{Capacity: p.Capacity, SeatTTLSeconds: int64(p.SeatTTL.D() / time.Second),
-			TenantLimit: p.TenantLimit, RequireInstance: p.RequireInstance}
-		if err := a.createPool(ctx, p.Name, spec); err != nil {
+		if err := a.createPool(ctx, p.Name, p.Spec()); err != nil {
 			return err
 		}
 	}
@@ -128,11 +127,10 @@ func (a *Agent) createPools(ctx context.Context) error {
 }
 
 func (a *Agent) createPool(ctx context.Context, name string, spec coordinator.PoolSpec) error {
-	bo := newBackoff(100*time.Millisecond, 2*time.Second)
-	for {
+	err := retry.Do(ctx, reachPolicy, func() error {
 		rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
+		defer cancel()
 		_, err := a.co.CreatePool(rctx, name, spec)
-		cancel()
 		switch {
 		case err == nil:
 			a.o.log.Info("pool created", "pool", name, "capacity", spec.Capacity)
@@ -140,13 +138,17 @@ func (a *Agent) createPool(ctx context.Context, name string, spec coordinator.Po
 		case errors.Is(err, coordinator.ErrPoolExists):
 			return nil
 		case errors.Is(err, coordinator.ErrInvalid):
-			return fmt.Errorf("agent: pool %q: %w", name, err)
+			return retry.Permanent(fmt.Errorf("agent: pool %q: %w", name, err))
 		case etcdclient.IsPermanent(err):
-			return fmt.Errorf("agent: create pool %q: %w", name, etcdclient.Op("write", coordinator.SegPrefix(a.co.Prefix(), name, coordinator.SegSpec), err))
+			return retry.Permanent(fmt.Errorf("agent: create pool %q: %w", name,
+				etcdclient.Op("write", coordinator.SegPrefix(a.co.Prefix(), name, coordinator.SegSpec), err)))
 		}
+		return err
+	}, func(err error, _ time.Duration) {
 		a.o.log.Warn("cannot create pool; retrying", "pool", name, "err", err)
-		if !sleep(ctx, bo.next()) {
-			return nil
-		}
+	})
+	if ctx.Err() != nil {
+		return nil // stopping: not a failure of the pool
 	}
+	return err
 }

@@ -11,10 +11,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // setup starts etcd and a coordinator, and checks for leaked goroutines
@@ -25,7 +25,7 @@ func setup(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, *coordinator.Coor
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	return c, cli, agenttest.Coordinator(t, cli)
+	return c, cli, testkit.Coordinator(t, cli)
 }
 
 // runAgent runs a for cfg until the test ends, then stops it and waits.
@@ -54,11 +54,11 @@ func TestAgentRegistersAgainAfterLeaseRevoked(t *testing.T) {
 	var lost atomic.Int32
 	a := runAgent(t, co, agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2}),
 		WithSessionLostHook(func() { lost.Add(1) }))
-	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
 	old := a.Status().Lease
 	etcdtest.Revoke(t, cli, old)
 	start := time.Now()
-	agenttest.Eventually(t, 5*time.Second, "registered under a new lease", func() bool {
+	testkit.Eventually(t, 5*time.Second, "registered under a new lease", func() bool {
 		st := a.Status()
 		return st.Registered && st.Lease != old && st.LeaseAlive
 	})
@@ -81,7 +81,7 @@ func TestAgentRegistersAgainAfterLeaseRevoked(t *testing.T) {
 func TestAgentRegistersAgainAfterInstanceDeleted(t *testing.T) {
 	_, cli, co := setup(t)
 	a := runAgent(t, co, agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2}, config.Instance{Pool: "p", ID: "i2"}))
-	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
 	lease := a.Status().Lease
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -100,7 +100,7 @@ func TestAgentRegistersAgainAfterInstanceDeleted(t *testing.T) {
 			if err := tc.delete(); err != nil {
 				t.Fatal(err)
 			}
-			took := agenttest.Eventually(t, 5*time.Second, "i1 registered again", func() bool {
+			took := testkit.Eventually(t, 5*time.Second, "i1 registered again", func() bool {
 				in, ok := instanceMap(t, co)["i1"]
 				return ok && in.Revision > before["i1"].Revision
 			})
@@ -130,10 +130,10 @@ func TestAgentLeavesInstanceDeletedWhileDraining(t *testing.T) {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
-	cl := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	cl := testkit.Claim(t, co, testkit.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
 	stop() // the held seat keeps the drain going
-	agenttest.Eventually(t, 5*time.Second, "instances draining", func() bool {
+	testkit.Eventually(t, 5*time.Second, "instances draining", func() bool {
 		ins := instanceMap(t, co)
 		return ins["i1"].State == coordinator.InstanceDraining && ins["i2"].State == coordinator.InstanceDraining
 	})
@@ -144,7 +144,7 @@ func TestAgentLeavesInstanceDeletedWhileDraining(t *testing.T) {
 	}
 	// A lone deletion is repaired within a few hundred milliseconds when
 	// the agent is not draining (see the test above).
-	agenttest.Consistently(t, time.Second, "i2 deleted", func() bool {
+	testkit.Consistently(t, time.Second, "i2 deleted", func() bool {
 		_, ok := instanceMap(t, co)["i2"]
 		return !ok
 	})
@@ -162,7 +162,7 @@ func TestAgentLeavesInstanceDeletedWhileDraining(t *testing.T) {
 // instanceMap lists pool p's instances by ID.
 func instanceMap(t *testing.T, co *coordinator.Coordinator) map[string]coordinator.Instance {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer cancel()
 	ins, err := co.Instances(ctx, "p")
 	if err != nil {
@@ -181,7 +181,7 @@ func TestAgentWaitsForPoolCreatedLater(t *testing.T) {
 	a := runAgent(t, co, cfg)
 	srv := httptest.NewServer(a.Handler(nil))
 	defer srv.Close()
-	agenttest.Eventually(t, 10*time.Second, "lease", func() bool { return a.Status().LeaseAlive })
+	testkit.Eventually(t, 10*time.Second, "lease", func() bool { return a.Status().LeaseAlive })
 	if code := get(t, srv.URL+ReadyzPath); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d with an instance unregistered, want 503", code)
 	}
@@ -193,7 +193,7 @@ func TestAgentWaitsForPoolCreatedLater(t *testing.T) {
 	if _, err := co.CreatePool(ctx, "later", coordinator.PoolSpec{Capacity: 1}); err != nil {
 		t.Fatal(err)
 	}
-	agenttest.Eventually(t, 10*time.Second, "all registered", func() bool { return a.Status().Registered })
+	testkit.Eventually(t, 10*time.Second, "all registered", func() bool { return a.Status().Registered })
 	if code := get(t, srv.URL+ReadyzPath); code != http.StatusOK {
 		t.Errorf("/readyz = %d once registered, want 200", code)
 	}

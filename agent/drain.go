@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // drain marks every instance draining so that no new claim lands on it,
@@ -42,22 +43,19 @@ func (a *Agent) drain(sess *coordinator.Session) {
 
 // markDraining marks in draining if sess's lease holds it. A concurrent
 // change of the key (an operator's poolctl drain) is retried with backoff
-// for up to the request timeout.
+// within one request timeout.
 func (a *Agent) markDraining(log *slog.Logger, sess *coordinator.Session, in config.Instance) {
-	bo := newBackoff(50*time.Millisecond, 500*time.Millisecond)
-	deadline := time.Now().Add(a.o.requestTimeout)
-	for {
-		rctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
-		_, err := a.co.SetInstanceStateIfOwner(rctx, in.Pool, in.ID, sess.Lease(), coordinator.InstanceDraining)
-		cancel()
-		switch {
-		case err == nil || a.leftAlone(log, in, err):
-			return
-		case !errors.Is(err, coordinator.ErrConflict) || !time.Now().Before(deadline):
-			log.Warn("cannot mark instance draining", "pool", in.Pool, "instance", in.ID, "err", err)
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
+	defer cancel()
+	err := retry.Do(ctx, drainPolicy, func() error {
+		_, err := a.co.SetInstanceStateIfOwner(ctx, in.Pool, in.ID, sess.Lease(), coordinator.InstanceDraining)
+		if err == nil || errors.Is(err, coordinator.ErrConflict) {
+			return err
 		}
-		time.Sleep(bo.next())
+		return retry.Permanent(err)
+	}, nil)
+	if err != nil && !a.leftAlone(log, in, err) {
+		log.Warn("cannot mark instance draining", "pool", in.Pool, "instance", in.ID, "err", err)
 	}
 }
 

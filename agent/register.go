@@ -38,7 +38,7 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 	defer func() { cancel(); <-stopped }()
 	pending := slices.Clone(a.cfg.Instances) // to register unconditionally
 	check := map[string]bool{}               // pools to read for missing or taken instances
-	bo := newBackoff(200*time.Millisecond, 5*time.Second)
+	bo := regainPolicy.Backoff()
 	var lastGone time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -53,10 +53,10 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 		case pool := <-gone:
 			check[pool] = true
 			if time.Since(lastGone) > regainQuiet {
-				bo.reset()
+				bo.Reset()
 			}
 			lastGone = time.Now()
-			timer.Reset(bo.next())
+			timer.Reset(bo.NextBackOff())
 		case <-owners.C:
 			for pool := range a.instancesByPool() {
 				check[pool] = true
@@ -73,7 +73,7 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 			}
 			a.setSession(sess, len(pending) == 0)
 			if len(pending) > 0 || len(check) > 0 {
-				timer.Reset(bo.next())
+				timer.Reset(bo.NextBackOff())
 			}
 		}
 	}

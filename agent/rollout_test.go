@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // startAgent runs an agent named name for cfg until stop is called or the
@@ -47,7 +47,7 @@ func claimKept(t *testing.T, co *coordinator.Coordinator, cl *coordinator.Claim,
 		t.Fatalf("%s: the holder lost its seat: %v", when, cl.Err())
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer cancel()
 	seats, err := co.Seats(ctx, "p")
 	if err != nil {
@@ -72,11 +72,11 @@ func TestRolloutTakeoverKeepsHolders(t *testing.T) {
 	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2})
 	cfg.DrainTimeout = config.Duration(20 * time.Second) // a drain that waited for the holder would show
 	a, stopA := startAgent(t, co, "a", cfg, WithTakeover(true))
-	agenttest.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
-	cl := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+	testkit.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	cl := testkit.Claim(t, co, testkit.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
 
 	b, _ := startAgent(t, co, "b", cfg, WithTakeover(true))
-	agenttest.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
+	testkit.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
 	if in := instanceMap(t, co)["i1"]; in.Lease != b.Status().Lease || in.Agent != "b" || in.State != coordinator.InstanceReady {
 		t.Fatalf("i1 after B started: %+v, want B's lease %x, ready", in, b.Status().Lease)
 	}
@@ -84,14 +84,14 @@ func TestRolloutTakeoverKeepsHolders(t *testing.T) {
 
 	srv := httptest.NewServer(a.Handler(nil))
 	defer srv.Close()
-	agenttest.Eventually(t, 5*time.Second, "A to see i1 taken over", func() bool { return len(a.Status().Foreign) == 1 })
+	testkit.Eventually(t, 5*time.Second, "A to see i1 taken over", func() bool { return len(a.Status().Foreign) == 1 })
 	code, body := getBody(t, srv.URL+ReadyzPath)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not the owner of p/i1") || !strings.Contains(body, `agent "b"`) {
 		t.Errorf("A's /readyz = %d %q, want 503 naming p/i1 and agent b", code, body)
 	}
 	// A's checks run every 100ms; ten of them must leave B's key alone.
 	rev := instanceMap(t, co)["i1"].Revision
-	agenttest.Consistently(t, time.Second, "B's registration untouched", func() bool {
+	testkit.Consistently(t, time.Second, "B's registration untouched", func() bool {
 		return instanceMap(t, co)["i1"].Revision == rev
 	})
 
@@ -106,7 +106,7 @@ func TestRolloutTakeoverKeepsHolders(t *testing.T) {
 		t.Errorf("A's drain wrote B's instance: %+v (revision was %d)", in, rev)
 	}
 	claimKept(t, co, cl, "after A drained")
-	agenttest.Consistently(t, time.Second, "the holder keeps its seat", func() bool {
+	testkit.Consistently(t, time.Second, "the holder keeps its seat", func() bool {
 		select {
 		case <-cl.Done():
 			return false
@@ -115,7 +115,7 @@ func TestRolloutTakeoverKeepsHolders(t *testing.T) {
 		}
 	})
 	claimKept(t, co, cl, "a second after A drained")
-	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer cancel()
 	if err := cl.Release(ctx); err != nil { // else B's drain waits for it
 		t.Fatal(err)
@@ -129,11 +129,11 @@ func TestSecondAgentWaitsWithoutTakeover(t *testing.T) {
 	_, _, co := setup(t)
 	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
 	a, stopA := startAgent(t, co, "a", cfg)
-	agenttest.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	testkit.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
 	b, _ := startAgent(t, co, "b", cfg)
 	srv := httptest.NewServer(b.Handler(nil))
 	defer srv.Close()
-	agenttest.Eventually(t, 10*time.Second, "B to see i1 held by A", func() bool { return len(b.Status().Foreign) == 1 })
+	testkit.Eventually(t, 10*time.Second, "B to see i1 held by A", func() bool { return len(b.Status().Foreign) == 1 })
 	if code, body := getBody(t, srv.URL+ReadyzPath); code != http.StatusServiceUnavailable || !strings.Contains(body, `agent "a"`) {
 		t.Errorf("B's /readyz = %d %q, want 503 naming agent a", code, body)
 	}
@@ -143,7 +143,7 @@ func TestSecondAgentWaitsWithoutTakeover(t *testing.T) {
 	if err := stopA(); err != nil {
 		t.Fatal(err)
 	}
-	took := agenttest.Eventually(t, 10*time.Second, "B registered once A drained", func() bool { return b.Status().Registered })
+	took := testkit.Eventually(t, 10*time.Second, "B registered once A drained", func() bool { return b.Status().Registered })
 	t.Logf("B registered %v after A's drain", took)
 	if in := instanceMap(t, co)["i1"]; in.Lease != b.Status().Lease || in.Agent != "b" {
 		t.Errorf("i1 after A drained: %+v, want B's", in)
@@ -156,16 +156,16 @@ func TestSecondAgentWaitsWithoutTakeover(t *testing.T) {
 // takeover option, and the holder keeps its seat.
 func TestRestartedAgentTakesOverItsEarlierRun(t *testing.T) {
 	_, cli, co := setup(t)
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
-	earlier := agenttest.Session(t, cli, 10*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), agenttest.Timeout)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	earlier := testkit.Session(t, cli, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer cancel()
 	if _, err := co.RegisterInstance(ctx, "p", earlier.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	cl := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+	cl := testkit.Claim(t, co, testkit.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
 	a, _ := startAgent(t, co, "test", agentConfig(config.Instance{Pool: "p", ID: "i1"}))
-	agenttest.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
 	if in := instanceMap(t, co)["i1"]; in.Lease != a.Status().Lease {
 		t.Fatalf("i1 %+v, want the new run's lease %x", in, a.Status().Lease)
 	}

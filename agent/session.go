@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // openSession grants a lease of ttl, retrying with backoff while etcd
@@ -20,24 +21,22 @@ func (o options) openSession(ctx context.Context, cli *clientv3.Client, ttl time
 		o.log.Debug("keepalive failed", "err", err)
 		o.onKeepAliveFailure(err)
 	}
-	bo := newBackoff(100*time.Millisecond, 2*time.Second)
-	for {
+	var sess *coordinator.Session
+	err := retry.Do(ctx, reachPolicy, func() error {
 		rctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
-		sess, err := coordinator.NewSession(rctx, cli, coordinator.WithTTL(ttl), coordinator.WithKeepAliveFailure(onFailure))
-		cancel()
-		switch {
-		case err == nil:
-			o.log.Info("session started", "lease", leaseHex(sess.Lease()), "ttl", sess.TTL())
-			return sess, nil
-		case errors.Is(err, coordinator.ErrInvalid), ctx.Err() != nil:
-			return nil, err
+		defer cancel()
+		var err error
+		sess, err = coordinator.NewSession(rctx, cli, coordinator.WithTTL(ttl), coordinator.WithKeepAliveFailure(onFailure))
+		if errors.Is(err, coordinator.ErrInvalid) {
+			return retry.Permanent(err)
 		}
-		d := bo.next()
-		o.log.Warn("cannot grant lease; retrying", "err", err, "retry", d)
-		if !sleep(ctx, d) {
-			return nil, err
-		}
+		return err
+	}, func(err error, d time.Duration) { o.log.Warn("cannot grant lease; retrying", "err", err, "retry", d) })
+	if err != nil {
+		return nil, err
 	}
+	o.log.Info("session started", "lease", leaseHex(sess.Lease()), "ttl", sess.TTL())
+	return sess, nil
 }
 
 // closeSession revokes sess's lease, bounded by the request timeout; a

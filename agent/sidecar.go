@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // ErrSeatLost is returned by Sidecar.Run when the seat was taken away
@@ -140,7 +141,7 @@ func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator
 		wctx, cancel = context.WithTimeout(ctx, s.cfg.WaitTimeout.D())
 	}
 	defer cancel()
-	bo := newBackoff(100*time.Millisecond, 2*time.Second)
+	bo := reachPolicy.Backoff()
 	for {
 		sess, err := s.o.openSession(wctx, s.co.Client(), s.cfg.TTL.D())
 		if err != nil {
@@ -159,7 +160,7 @@ func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator
 		}
 		log.Warn("session lost while waiting for a seat; queueing again with a new session", "err", err)
 		s.o.onSessionLost()
-		if !sleep(wctx, bo.next()) {
+		if !retry.Sleep(wctx, bo.NextBackOff()) {
 			return nil, nil, s.waitErr(wctx, err)
 		}
 	}
@@ -227,33 +228,15 @@ func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
 func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) error {
 	cause := cl.Err()
 	rec := s.Record()
-	rec.State, rec.Reason, rec.Error = StateLost, lossReason(cause), cause.Error()
+	rec.State, rec.Reason, rec.Error = StateLost, coordinator.LossReason(cause), cause.Error()
 	_ = s.update(rec)
 	s.o.log.Error("seat lost", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(),
 		"lease", leaseHex(sess.Lease()), "reason", rec.Reason, "err", cause)
 	if errors.Is(cause, coordinator.ErrSessionExpired) {
 		s.o.onSessionLost()
 	}
-	sleep(ctx, s.cfg.LossGrace.D())
+	retry.Sleep(ctx, s.cfg.LossGrace.D())
 	s.o.closeSession(sess)
 	s.dropState()
 	return fmt.Errorf("%w: %w", ErrSeatLost, cause)
-}
-
-// lossReason maps a claim's error to a coordinator loss reason.
-func lossReason(err error) string {
-	for _, r := range []struct {
-		err    error
-		reason string
-	}{
-		{coordinator.ErrSessionExpired, coordinator.ReasonExpired},
-		{coordinator.ErrForceReleased, coordinator.ReasonForceReleased},
-		{coordinator.ErrInstanceGone, coordinator.ReasonInstanceGone},
-		{coordinator.ErrPoolDeleted, coordinator.ReasonPoolDeleted},
-	} {
-		if errors.Is(err, r.err) {
-			return r.reason
-		}
-	}
-	return coordinator.ReasonUnknown
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // Surviving a restart. A native sidecar that crashes or is OOM-killed is
@@ -144,22 +143,16 @@ func (s *Sidecar) adopt(ctx context.Context, lease clientv3.LeaseID, st resumeSt
 // succeeds, fails for good (the lease or seat is gone, bad input), or ctx
 // ends.
 func (s *Sidecar) retry(ctx context.Context, f func(context.Context) error) error {
-	bo := newBackoff(50*time.Millisecond, time.Second)
-	for {
+	return retry.Do(ctx, resumePolicy, func() error {
 		rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
+		defer cancel()
 		err := f(rctx)
-		cancel()
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, coordinator.ErrSessionExpired), errors.Is(err, coordinator.ErrNotHeld),
-			errors.Is(err, coordinator.ErrStaleToken), errors.Is(err, coordinator.ErrInvalid):
-			return err
+		if errors.Is(err, coordinator.ErrSessionExpired) || errors.Is(err, coordinator.ErrNotHeld) ||
+			errors.Is(err, coordinator.ErrStaleToken) || errors.Is(err, coordinator.ErrInvalid) {
+			return retry.Permanent(err)
 		}
-		if !sleep(ctx, bo.next()) {
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		}
-	}
+		return err
+	}, nil)
 }
 
 // revoke revokes a lease this sidecar no longer uses, bounded by the

@@ -13,10 +13,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func sidecarConfig(t *testing.T) config.Sidecar {
@@ -31,7 +31,7 @@ func TestSidecarReleasesOnCancel(t *testing.T) {
 	_, _, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	cfg := sidecarConfig(t)
 	sc := NewSidecar(co, cfg)
 	srv := httptest.NewServer(sc.Handler(nil))
@@ -39,7 +39,7 @@ func TestSidecarReleasesOnCancel(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(rctx) }()
-	agenttest.Eventually(t, 5*time.Second, "held", sc.Held)
+	testkit.Eventually(t, 5*time.Second, "held", sc.Held)
 	for _, p := range []string{StartupzPath, ReadyzPath, HealthzPath, SeatPath} {
 		if code := get(t, srv.URL+p); code != 200 {
 			t.Errorf("%s = %d while held", p, code)
@@ -64,8 +64,8 @@ func TestSidecarWaitTimeout(t *testing.T) {
 	_, cli, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
-	agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p")
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	testkit.Claim(t, co, testkit.Session(t, cli, 2*time.Second), "p")
 	cfg := sidecarConfig(t)
 	cfg.WaitTimeout = config.Duration(300 * time.Millisecond)
 	sc := NewSidecar(co, cfg)
@@ -88,8 +88,8 @@ func TestSidecarQueuesAgainAfterSessionLostWhileWaiting(t *testing.T) {
 	_, cli, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
-	holder := agenttest.Claim(t, co, agenttest.Session(t, cli, 2*time.Second), "p", coordinator.WithHolder("holder"))
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := testkit.Claim(t, co, testkit.Session(t, cli, 2*time.Second), "p", coordinator.WithHolder("holder"))
 	cfg := sidecarConfig(t)
 	cfg.WaitTimeout = config.Duration(20 * time.Second)
 	var lost atomic.Int32
@@ -104,16 +104,16 @@ func TestSidecarQueuesAgainAfterSessionLostWhileWaiting(t *testing.T) {
 		}
 	}()
 
-	first := agenttest.QueuedLease(t, co, "p", 0)
+	first := testkit.QueuedLease(t, co, "p", 0)
 	etcdtest.Revoke(t, cli, first)
-	second := agenttest.QueuedLease(t, co, "p", first)
+	second := testkit.QueuedLease(t, co, "p", first)
 	if lost.Load() != 1 {
 		t.Errorf("session-lost hook called %d times, want 1", lost.Load())
 	}
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	agenttest.Eventually(t, 10*time.Second, "seat held by the sidecar", sc.Held)
+	testkit.Eventually(t, 10*time.Second, "seat held by the sidecar", sc.Held)
 	seats, err := co.Seats(ctx, "p")
 	if err != nil || len(seats) != 1 || seats[0].Holder != "test" || seats[0].Lease != second {
 		t.Fatalf("seats %+v, %v; want one held by the sidecar under lease %x", seats, err, second)
@@ -128,8 +128,8 @@ func TestSidecarQueuesAgainAfterSessionLostWhileWaiting(t *testing.T) {
 // saying state. It returns the claim.
 func crashedRun(t *testing.T, cli *clientv3.Client, co *coordinator.Coordinator, cfg config.Sidecar, ttl time.Duration, state string) *coordinator.Claim {
 	t.Helper()
-	sess := agenttest.Session(t, cli, ttl)
-	cl := agenttest.Claim(t, co, sess, "p", coordinator.WithHolder("test"))
+	sess := testkit.Session(t, cli, ttl)
+	cl := testkit.Claim(t, co, sess, "p", coordinator.WithHolder("test"))
 	sess.Orphan()
 	st := resumeState{Pool: "p", Lease: int64(sess.Lease()), State: state, Seat: -1}
 	if state == StateHeld {
@@ -163,18 +163,18 @@ func TestSidecarResumesHeldSeat(t *testing.T) {
 	_, cli, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	cfg := sidecarConfig(t)
 	old := crashedRun(t, cli, co, cfg, 2*time.Second, StateHeld)
 	sc := NewSidecar(co, cfg)
 	runSidecar(t, sc)
-	agenttest.Eventually(t, 5*time.Second, "held", sc.Held)
+	testkit.Eventually(t, 5*time.Second, "held", sc.Held)
 	rec := sc.Record()
 	if rec.Seat != old.Seat() || rec.Token != old.Token() || rec.Lease != leaseHex(old.Lease()) {
 		t.Fatalf("resumed record %+v, want seat %d token %d lease %x", rec, old.Seat(), old.Token(), old.Lease())
 	}
 	// Past the old lease's TTL the seat is still the same one.
-	agenttest.Consistently(t, 3*time.Second, "seat kept", func() bool {
+	testkit.Consistently(t, 3*time.Second, "seat kept", func() bool {
 		ss, err := co.Seats(ctx, "p")
 		return err == nil && len(ss) == 1 && ss[0].Token == old.Token() && sc.Held()
 	})
@@ -206,7 +206,7 @@ func testSidecarClaimsAfresh(t *testing.T, state string, meanwhile func(context.
 	_, cli, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	cfg := sidecarConfig(t)
 	old := crashedRun(t, cli, co, cfg, 30*time.Second, state)
 	if meanwhile != nil {
@@ -216,7 +216,7 @@ func testSidecarClaimsAfresh(t *testing.T, state string, meanwhile func(context.
 	}
 	sc := NewSidecar(co, cfg)
 	runSidecar(t, sc)
-	agenttest.Eventually(t, 10*time.Second, "held", sc.Held)
+	testkit.Eventually(t, 10*time.Second, "held", sc.Held)
 	if rec := sc.Record(); rec.Token == old.Token() || rec.Lease == leaseHex(old.Lease()) {
 		t.Errorf("record %+v: want a fresh claim, not token %d lease %x", rec, old.Token(), old.Lease())
 	}

@@ -14,20 +14,57 @@ import (
 // ErrInvalid is wrapped by every configuration error.
 var ErrInvalid = errors.New("config: invalid")
 
-// FieldError is a configuration error about one field.
+// FieldError is a configuration error about one field. Callers match it
+// with errors.As and read its fields; they never parse its message.
 type FieldError struct {
-	// Field is the dotted path of the field, e.g. "agent.instances[0].pool",
-	// or the flag or variable the value came from.
+	// Field is the dotted path of the field, e.g. "agent.instances[0].pool";
+	// or, when a flag or variable set the value, that flag ("--ttl") or
+	// variable ("ETCDPOOL_TTL"), since that is what the user typed.
 	Field string
+	// File and Line locate the value in the configuration file, when the
+	// file set it; Line is 0 when unknown.
+	File string
+	Line int
 	// Msg says what is wrong.
 	Msg string
+	// Err is the rule's own error, e.g. one wrapping
+	// coordinator.ErrInvalid from PoolSpec.Validate; nil when Msg says all.
+	Err error
 }
 
-// Error implements error.
-func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
+// Error implements error: "config: FILE:LINE: FIELD: MSG: ERR", leaving
+// out the parts that are empty.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString("config: ")
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			b.WriteString(":" + strconv.Itoa(e.Line))
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Err != nil {
+		if e.Msg != "" {
+			b.WriteString(": ")
+		}
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
 
-// Unwrap makes errors.Is(err, ErrInvalid) hold.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// Unwrap makes errors.Is(err, ErrInvalid) hold, and errors.Is on the
+// rule's own error (Err) too.
+func (e *FieldError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
+}
 
 // Defaults that other packages (probes, manifests) must agree with.
 const (
@@ -61,14 +98,24 @@ type Config struct {
 	// origin maps a field's dotted path to the variable or flag that set
 	// it last, so that an error names what the user typed.
 	origin map[string]string
+	// doc locates the fields the configuration file set; nil without one.
+	doc *yamlDoc
 }
 
-// field is path, plus the variable or flag its value came from.
-func (c Config) field(path string) string {
-	if o := c.origin[path]; o != "" {
-		return path + " (from " + o + ")"
+// locate points err, when it is a FieldError about a field, at what set
+// that field: the flag or variable (named instead of the field), or the
+// file's line.
+func (c Config) locate(err error) error {
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return err
 	}
-	return path
+	if o := c.origin[fe.Field]; o != "" {
+		fe.Field = o
+		return err
+	}
+	c.doc.locate(err)
+	return err
 }
 
 // Etcd is the client configuration.
@@ -158,6 +205,13 @@ type Pool struct {
 	TenantLimit int `json:"tenantLimit"`
 	// RequireInstance makes every claim bind to an instance. Default false.
 	RequireInstance bool `json:"requireInstance"`
+}
+
+// Spec returns the pool's spec as the coordinator stores it. A seat TTL
+// that is not whole seconds is cut to whole seconds; Validate refuses it.
+func (p Pool) Spec() coordinator.PoolSpec {
+	return coordinator.PoolSpec{Capacity: p.Capacity, SeatTTLSeconds: int64(p.SeatTTL.D() / time.Second),
+		TenantLimit: p.TenantLimit, RequireInstance: p.RequireInstance}
 }
 
 // Instance is a worker the agent registers.

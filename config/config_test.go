@@ -38,8 +38,11 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"cert without key", func(c *Config) { c.Etcd.TLS.CertFile = "c.pem" }, "etcd.tls.keyFile"},
 		{"user without password", func(c *Config) { c.Etcd.Username = "u" }, "etcd.password"},
 		{"negative drain", func(c *Config) { c.Agent.DrainTimeout = -1 }, "agent.drainTimeout"},
-		{"pool capacity 0", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p"}} }, "agent.pools[0].capacity"},
-		{"pool seat ttl too short", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(time.Second)}} }, "agent.pools[0].seatTTL"},
+		{"pool capacity 0", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p"}} }, "agent.pools[0]"},
+		{"pool seat ttl too short", func(c *Config) { c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(time.Second)}} }, "agent.pools[0]"},
+		{"pool seat ttl not whole seconds", func(c *Config) {
+			c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(2500 * time.Millisecond)}}
+		}, "agent.pools[0].seatTTL"},
 		{"loss grace above ttl", func(c *Config) { c.Sidecar.LossGrace = Duration(time.Minute) }, "sidecar.lossGrace"},
 		{"bad listen", func(c *Config) { c.Sidecar.Listen = "8086" }, "sidecar.listen"},
 		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
@@ -68,13 +71,13 @@ func TestValidateNamesTheField(t *testing.T) {
 func TestNameAndPrefixMessages(t *testing.T) {
 	c := Default()
 	c.Sidecar.Pool = "a/b"
-	want := `config: sidecar.pool: name "a/b" has '/'; use printable ASCII without '/' or spaces`
+	want := `config: sidecar.pool: coordinator: invalid argument: name "a/b" has '/'; use printable ASCII without '/' or spaces`
 	if err := c.Validate(); err == nil || err.Error() != want {
 		t.Errorf("Validate() = %v\nwant %s", err, want)
 	}
 	c = Default()
 	c.Prefix = "/etcdpool/"
-	want = `config: prefix: prefix "/etcdpool/" must start with '/', not end with '/', and be at most 256 bytes`
+	want = `config: prefix: coordinator: invalid argument: prefix "/etcdpool/" must start with '/', not end with '/', and be at most 256 bytes`
 	if err := c.Validate(); err == nil || err.Error() != want {
 		t.Errorf("Validate() = %v\nwant %s", err, want)
 	}
@@ -145,9 +148,12 @@ func TestLoadRejects(t *testing.T) {
 		env        map[string]string
 		want       string
 	}{
-		{"unknown field", write("u.yaml", "agent:\n  tll: 5s\n"), nil, `unknown field "tll"`},
-		{"duplicate key", write("d.yaml", "prefix: /a\nprefix: /b\n"), nil, "prefix"},
-		{"numeric duration", write("n.yaml", "agent:\n  ttl: 10\n"), nil, "duration must be a string"},
+		{"unknown field", write("u.yaml", "agent:\n  tll: 5s\n"), nil, "u.yaml:2: agent.tll: unknown field; agent takes drainTimeout, instances, listen, name, pools, ttl"},
+		{"duplicate key", write("d.yaml", "prefix: /a\nprefix: /b\n"), nil, "d.yaml:2: prefix: set twice"},
+		{"numeric duration", write("n.yaml", "agent:\n  ttl: 10\n"), nil, `n.yaml:2: agent.ttl: want a duration such as "10s", got "10" (int)`},
+		{"string for a number", write("s.yaml", "agent:\n  pools:\n  - name: p\n    capacity: two\n"), nil, `s.yaml:4: agent.pools[0].capacity: want int, got "two" (str)`},
+		{"list for a mapping", write("l.yaml", "sidecar: [a]\n"), nil, "l.yaml:1: sidecar: want a mapping of fields, got a list"},
+		{"not yaml", write("y.yaml", "a: [\n"), nil, "y.yaml: not YAML: yaml: line"},
 		{"missing file", filepath.Join(dir, "nope.yaml"), nil, "--config"},
 		{"bad env duration", "", map[string]string{"ETCDPOOL_DIAL_TIMEOUT": "fast"}, "ETCDPOOL_DIAL_TIMEOUT"},
 		{"bad env labels", "", map[string]string{"ETCDPOOL_LABELS": "novalue"}, "ETCDPOOL_LABELS"},
@@ -155,7 +161,7 @@ func TestLoadRejects(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(tc.path, ModeSidecar, env(tc.env), pflag.NewFlagSet("t", pflag.ContinueOnError))
-			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "json") {
 				t.Fatalf("Load() = %v, want an ErrInvalid naming %q", err, tc.want)
 			}
 		})
@@ -244,5 +250,52 @@ func TestSidecarTakesRunSpellings(t *testing.T) {
 	}
 	if got := cfg.Sidecar.WaitTimeout.String(); got != "1m30s" {
 		t.Errorf("wait timeout %q, want 1m30s", got)
+	}
+}
+
+// TestValidateLocates: an invalid value from the file is reported at its
+// file and line; one from a flag or variable names the flag or variable,
+// not the field it sets.
+func TestValidateLocates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "agent:\n  pools:\n  - name: p\n    capacity: 0\nsidecar:\n  pool: p\n  lossGrace: 1h\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want FieldError
+	}{
+		{"from the file", nil, nil, FieldError{Field: "sidecar.lossGrace", File: path, Line: 7}},
+		{"from a flag", []string{"--loss-grace", "2h"}, nil, FieldError{Field: "--loss-grace"}},
+		{"from a variable", nil, map[string]string{"ETCDPOOL_LOSS_GRACE": "3h"}, FieldError{Field: "ETCDPOOL_LOSS_GRACE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			BindFlags(fs, ModeSidecar)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load(path, ModeSidecar, env(tc.env), fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.validateSidecar() // the sidecar section alone: agent.pools[0] is bad too
+			err = cfg.locate(err)
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.want.Field || fe.File != tc.want.File || fe.Line != tc.want.Line {
+				t.Fatalf("error = %v (%+v), want field %q at %q:%d", err, fe, tc.want.Field, tc.want.File, tc.want.Line)
+			}
+		})
+	}
+	cfg, err := Load(path, ModeServe, env(nil), pflag.NewFlagSet("t", pflag.ContinueOnError))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "config: " + path + ":3: agent.pools[0]: coordinator: invalid argument: capacity 0 is outside 1..1000000"
+	if err := cfg.Validate(); err == nil || err.Error() != want {
+		t.Fatalf("Validate() = %v\nwant %s", err, want)
 	}
 }

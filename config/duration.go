@@ -26,10 +26,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string such as \"10s\", got %s", b)
 	}
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// parseDuration reads a Go duration string; files, variables and flags
+// all take durations through it.
+func parseDuration(s string) (Duration, error) {
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("bad duration %q: %v", s, err)
+		return 0, fmt.Errorf("bad duration %q (want e.g. 10s)", s)
 	}
-	*d = Duration(v)
-	return nil
+	return Duration(v), nil
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
@@ -88,9 +87,11 @@ func BindFlags(fs *pflag.FlagSet, m Mode) {
 func Load(path string, m Mode, lookupEnv func(string) (string, bool), fs *pflag.FlagSet) (Config, error) {
 	cfg := Default()
 	if path != "" {
-		if err := loadFile(path, &cfg); err != nil {
+		doc, err := loadFile(path, &cfg)
+		if err != nil {
 			return Config{}, err
 		}
+		cfg.doc = doc
 	}
 	cfg.origin = map[string]string{}
 	for _, s := range settingsFor(m) {
@@ -118,18 +119,24 @@ func Load(path string, m Mode, lookupEnv func(string) (string, bool), fs *pflag.
 	return cfg, nil
 }
 
-// loadFile decodes path over cfg. Fields absent from the file keep their
-// defaults; unknown and duplicated fields are errors.
-func loadFile(path string, cfg *Config) error {
+// loadFile decodes path over cfg and returns where each field stands in
+// it. Fields absent from the file keep their defaults; unknown and
+// repeated fields, and values of the wrong kind, are errors that name the
+// file, line and field.
+func loadFile(path string, cfg *Config) (*yamlDoc, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fieldErr("--config", "%v", err)
+		return nil, &FieldError{Field: "--config", Err: err}
+	}
+	doc, err := parseYAML(path, b)
+	if err != nil {
+		return nil, err
 	}
 	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
-		return fieldErr(path, "%s", msg)
+		// parseYAML checked the shape; this is a value it cannot judge.
+		return nil, &FieldError{File: path, Msg: "cannot decode", Err: err}
 	}
-	return nil
+	return doc, nil
 }
 
 // podHolder is the Kubernetes downward-API identity, "namespace/name", or
@@ -149,7 +156,10 @@ func podHolder(lookupEnv func(string) (string, bool)) string {
 // readPasswordFile fills etcd.password from etcd.passwordFile, or from
 // $ETCDPOOL_PASSWORD_FILE, when no password is set.
 func (c *Config) readPasswordFile(lookupEnv func(string) (string, bool)) error {
-	path, field := c.Etcd.PasswordFile, c.field("etcd.passwordFile")
+	path, field := c.Etcd.PasswordFile, "etcd.passwordFile"
+	if o := c.origin[field]; o != "" {
+		field = o
+	}
 	if path == "" {
 		path, _ = lookupEnv(etcdclient.EnvPasswordFile)
 		field = etcdclient.EnvPasswordFile

@@ -2,9 +2,7 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
@@ -43,33 +41,33 @@ func commonSettings() []setting {
 		at("etcd.tls.caFile", strSetting("cacert", "TLS CA bundle file; turns TLS on", func(c *Config) *string { return &c.Etcd.TLS.CAFile })),
 		at("etcd.tls.serverName", strSetting("server-name", "name to verify in the server certificate instead of the endpoint's host; turns TLS on", func(c *Config) *string { return &c.Etcd.TLS.ServerName })),
 		at("prefix", strSetting("prefix", "root of etcdpool's keys", func(c *Config) *string { return &c.Prefix })),
-		strSetting("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.Log.Level }),
-		strSetting("log-format", "text or json", func(c *Config) *string { return &c.Log.Format }),
+		at("log.level", strSetting("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.Log.Level })),
+		at("log.format", strSetting("log-format", "text or json", func(c *Config) *string { return &c.Log.Format })),
 	}
 }
 
 func serveSettings() []setting {
 	return []setting{
-		strSetting("name", "agent name recorded on instances (default: host name)", func(c *Config) *string { return &c.Agent.Name }),
-		strSetting("listen", "host:port of /metrics, /healthz, /readyz", func(c *Config) *string { return &c.Agent.Listen }),
-		durSetting("ttl", "lease TTL of the instances (2s..24h)", func(c *Config) *Duration { return &c.Agent.TTL }),
-		durSetting("drain-timeout", "on SIGTERM, longest wait for holders to release", func(c *Config) *Duration { return &c.Agent.DrainTimeout }),
+		at("agent.name", strSetting("name", "agent name recorded on instances (default: host name)", func(c *Config) *string { return &c.Agent.Name })),
+		at("agent.listen", strSetting("listen", "host:port of /metrics, /healthz, /readyz", func(c *Config) *string { return &c.Agent.Listen })),
+		at("agent.ttl", durSetting("ttl", "lease TTL of the instances (2s..24h)", func(c *Config) *Duration { return &c.Agent.TTL })),
+		at("agent.drainTimeout", durSetting("drain-timeout", "on SIGTERM, longest wait for holders to release", func(c *Config) *Duration { return &c.Agent.DrainTimeout })),
 	}
 }
 
 func sidecarSettings() []setting {
 	return []setting{
-		strSetting("pool", "pool to claim a seat of", func(c *Config) *string { return &c.Sidecar.Pool }),
-		strSetting("tenant", "tenant the seat is charged to", func(c *Config) *string { return &c.Sidecar.Tenant }),
-		strSetting("instance", "bind the seat to this instance", func(c *Config) *string { return &c.Sidecar.Instance }),
-		labelSetting("labels", "bind the seat to an instance with these labels, k=v,k2=v2", func(c *Config) *map[string]string { return &c.Sidecar.Labels }),
-		strSetting("holder", "claimant identity (default: $POD_NAMESPACE/$POD_NAME, else host/pid)", func(c *Config) *string { return &c.Sidecar.Holder }),
-		durSetting("wait-timeout", "bound on the wait for a seat; 0 waits until stopped", func(c *Config) *Duration { return &c.Sidecar.WaitTimeout }),
-		durSetting("ttl", "lease TTL of the claim (2s..24h)", func(c *Config) *Duration { return &c.Sidecar.TTL }),
-		strSetting("listen", "host:port of /startupz, /readyz, /seat", func(c *Config) *string { return &c.Sidecar.Listen }),
-		strSetting("seat-file", "JSON file the claim is written to", func(c *Config) *string { return &c.Sidecar.SeatFile }),
-		strSetting("env-file", "env file the claim is written to (default: seat file with .env)", func(c *Config) *string { return &c.Sidecar.EnvFile }),
-		durSetting("loss-grace", "after losing the seat, time before exiting with code 3", func(c *Config) *Duration { return &c.Sidecar.LossGrace }),
+		at("sidecar.pool", strSetting("pool", "pool to claim a seat of", func(c *Config) *string { return &c.Sidecar.Pool })),
+		at("sidecar.tenant", strSetting("tenant", "tenant the seat is charged to", func(c *Config) *string { return &c.Sidecar.Tenant })),
+		at("sidecar.instance", strSetting("instance", "bind the seat to this instance", func(c *Config) *string { return &c.Sidecar.Instance })),
+		at("sidecar.labels", labelSetting("labels", "bind the seat to an instance with these labels, k=v,k2=v2", func(c *Config) *map[string]string { return &c.Sidecar.Labels })),
+		at("sidecar.holder", strSetting("holder", "claimant identity (default: $POD_NAMESPACE/$POD_NAME, else host/pid)", func(c *Config) *string { return &c.Sidecar.Holder })),
+		at("sidecar.waitTimeout", durSetting("wait-timeout", "bound on the wait for a seat; 0 waits until stopped", func(c *Config) *Duration { return &c.Sidecar.WaitTimeout })),
+		at("sidecar.ttl", durSetting("ttl", "lease TTL of the claim (2s..24h)", func(c *Config) *Duration { return &c.Sidecar.TTL })),
+		at("sidecar.listen", strSetting("listen", "host:port of /startupz, /readyz, /seat", func(c *Config) *string { return &c.Sidecar.Listen })),
+		at("sidecar.seatFile", strSetting("seat-file", "JSON file the claim is written to", func(c *Config) *string { return &c.Sidecar.SeatFile })),
+		at("sidecar.envFile", strSetting("env-file", "env file the claim is written to (default: seat file with .env)", func(c *Config) *string { return &c.Sidecar.EnvFile })),
+		at("sidecar.lossGrace", durSetting("loss-grace", "after losing the seat, time before exiting with code 3", func(c *Config) *Duration { return &c.Sidecar.LossGrace })),
 	}
 }
 
@@ -111,11 +109,11 @@ func durSetting(name, usage string, field func(*Config) *Duration) setting {
 	return setting{name: name, kind: "duration", usage: usage,
 		get: func(c *Config) string { return field(c).String() },
 		set: func(c *Config, v string) error {
-			d, err := time.ParseDuration(v)
+			d, err := parseDuration(v)
 			if err != nil {
-				return fmt.Errorf("bad duration %q (want e.g. 10s)", v)
+				return err
 			}
-			*field(c) = Duration(d)
+			*field(c) = d
 			return nil
 		}}
 }

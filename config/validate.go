@@ -14,10 +14,14 @@ import (
 // Validate checks the fields and cross-field rules shared by every mode,
 // and the agent and sidecar sections as far as they are filled in. Use
 // ValidateServe or ValidateSidecar to also require what a mode needs.
+//
+// Errors are FieldErrors. One about a value that a flag or variable set
+// names that flag or variable; one about a value from the file carries the
+// file and line.
 func (c Config) Validate() error {
 	for _, check := range []func() error{c.validateEtcd, c.validateCommon, c.validateAgent, c.validateSidecar} {
 		if err := check(); err != nil {
-			return err
+			return c.locate(err)
 		}
 	}
 	return nil
@@ -30,7 +34,7 @@ func (c Config) ValidateServe() error {
 		return err
 	}
 	if len(c.Agent.Instances) == 0 {
-		return fieldErr("agent.instances", "list at least one instance to register")
+		return c.locate(fieldErr("agent.instances", "list at least one instance to register"))
 	}
 	return nil
 }
@@ -42,7 +46,7 @@ func (c Config) ValidateSidecar() error {
 		return err
 	}
 	if c.Sidecar.Pool == "" {
-		return fieldErr("sidecar.pool", "must not be empty: name the pool to claim a seat of")
+		return c.locate(fieldErr("sidecar.pool", "must not be empty: name the pool to claim a seat of"))
 	}
 	return nil
 }
@@ -57,7 +61,7 @@ func fieldErr(field, format string, args ...any) error {
 func (c Config) validateEtcd() error {
 	e := c.Etcd
 	if e.Username != "" && e.Password == "" {
-		return fieldErr(c.field("etcd.password"), "user %q has no password: set etcd.passwordFile, %s or %s",
+		return fieldErr("etcd.password", "user %q has no password: set etcd.passwordFile, %s or %s",
 			e.Username, etcdclient.EnvPasswordFile, etcdclient.EnvPassword)
 	}
 	err := e.Client().Validate()
@@ -70,7 +74,7 @@ func (c Config) validateEtcd() error {
 	if path == "" {
 		path = "etcd." + fe.Field
 	}
-	return fieldErr(c.field(path), "%s", fe.Msg)
+	return fieldErr(path, "%s", fe.Msg)
 }
 
 // checkHostPort accepts host:port with a numeric port; the host may be
@@ -94,7 +98,7 @@ func checkHostPort(addr string, needHost bool) error {
 
 func (c Config) validateCommon() error {
 	if err := coordinator.ValidatePrefix(c.Prefix); err != nil {
-		return fieldErr("prefix", "%s", invalidReason(err))
+		return &FieldError{Field: "prefix", Err: err}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -122,27 +126,17 @@ func (c Config) checkTTL(field string, ttl Duration) error {
 }
 
 // checkName checks a pool, instance or tenant name with
-// coordinator.ValidateName, and also refuses "." and ".." and echoes at
-// most the start of a long name (coordinator.ValidateName does neither).
+// coordinator.ValidateName.
 func checkName(field, n string) error {
-	switch {
-	case n == "." || n == "..":
-		return fieldErr(field, "%q is not a name", n)
-	case len(n) > coordinator.MaxNameLen:
-		return fieldErr(field, "%s: at most %d characters", etcdclient.Truncate(n), coordinator.MaxNameLen)
-	}
 	if err := coordinator.ValidateName(n); err != nil {
-		return fieldErr(field, "%s", invalidReason(err))
+		return &FieldError{Field: field, Err: err}
 	}
 	return nil
 }
 
-// invalidReason is the text of a coordinator validation error without its
-// "coordinator: invalid argument: " lead; the field error names the field.
-func invalidReason(err error) string {
-	return strings.TrimPrefix(err.Error(), coordinator.ErrInvalid.Error()+": ")
-}
-
+// checkLabels applies coordinator's rule for instance label keys, so that a
+// bad key is refused at start rather than at registration. It repeats the
+// rule because coordinator does not export its instance check.
 func checkLabels(field string, labels map[string]string) error {
 	for k := range labels {
 		if k == "" || len(k) > coordinator.MaxNameLen {

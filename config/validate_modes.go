@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/termsafe"
@@ -42,21 +43,17 @@ func (c Config) validateAgent() error {
 	return nil
 }
 
+// checkPool checks the pool's name and lets coordinator.PoolSpec.Validate
+// judge its spec, the one rule for a spec wherever it comes from.
 func checkPool(f string, p Pool) error {
 	if err := checkName(f+".name", p.Name); err != nil {
 		return err
 	}
-	if p.Capacity < 1 || p.Capacity > coordinator.MaxCapacity {
-		return fieldErr(f+".capacity", "%d is outside 1..%d", p.Capacity, coordinator.MaxCapacity)
+	if p.SeatTTL.D()%time.Second != 0 {
+		return fieldErr(f+".seatTTL", "%v is not a whole number of seconds (the spec stores seconds)", p.SeatTTL)
 	}
-	if p.SeatTTL != 0 && (p.SeatTTL.D() < coordinator.MinTTL || p.SeatTTL.D() > coordinator.MaxTTL) {
-		return fieldErr(f+".seatTTL", "%v is outside %v..%v", p.SeatTTL, coordinator.MinTTL, coordinator.MaxTTL)
-	}
-	if p.SeatTTL.D()%1e9 != 0 {
-		return fieldErr(f+".seatTTL", "%v is not a whole number of seconds", p.SeatTTL)
-	}
-	if p.TenantLimit < 0 || p.TenantLimit > p.Capacity {
-		return fieldErr(f+".tenantLimit", "%d is outside 0..capacity (%d)", p.TenantLimit, p.Capacity)
+	if err := p.Spec().Validate(); err != nil {
+		return &FieldError{Field: f, Err: err}
 	}
 	return nil
 }

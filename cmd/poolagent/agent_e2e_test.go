@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // agentTTL is the agent's lease TTL: etcd's minimum.
@@ -35,11 +35,11 @@ type agentProc struct {
 // and waits until it is ready.
 func startAgent(t *testing.T, endpoint, yaml string, extra ...string) *agentProc {
 	t.Helper()
-	listen := freeAddr(t)
-	args := append([]string{"serve", "--config", agenttest.WriteFile(t, "agent.yaml", yaml), "--endpoints", endpoint,
+	listen := testkit.FreeAddr(t)
+	args := append([]string{"serve", "--config", testkit.WriteFile(t, "agent.yaml", yaml), "--endpoints", endpoint,
 		"--listen", listen, "--ttl", agentTTL.String(), "--dial-timeout", "1s", "--log-level", "debug"}, extra...)
 	a := &agentProc{proc: startProc(t, "agent", args...), url: "http://" + listen}
-	agenttest.Eventually(t, 15*time.Second, "agent ready", func() bool {
+	testkit.Eventually(t, 15*time.Second, "agent ready", func() bool {
 		if a.exited() {
 			t.Fatalf("agent exited with %d:\n%s", a.exitCode, a.stderr.String())
 		}
@@ -62,14 +62,14 @@ func claimOn(t *testing.T, co *coordinator.Coordinator, sess *coordinator.Sessio
 func TestAgentSIGKILLInstancesVanishAndClaimsSeeInstanceGone(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := agenttest.Coordinator(t, cli)
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
+	co := testkit.Coordinator(t, cli)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
 	a := startAgent(t, c.Endpoint(0), twoInstances)
-	cl := claimOn(t, co, newSession(t, cli), "p", "i1")
+	cl := claimOn(t, co, testkit.Session(t, cli, coordinator.MinTTL), "p", "i1")
 	done := cl.Done()
 	start := time.Now()
 	a.signal(t, syscall.SIGKILL)
-	gone := agenttest.Eventually(t, 10*time.Second, "instances gone", func() bool { return len(instances(t, co, "p")) == 0 })
+	gone := testkit.Eventually(t, 10*time.Second, "instances gone", func() bool { return len(instances(t, co, "p")) == 0 })
 	t.Logf("instances gone %v after SIGKILL", time.Since(start))
 	if limit := agentTTL + 1500*time.Millisecond; gone > limit {
 		t.Errorf("instances vanished %v after SIGKILL, want <= TTL+1.5s = %v", gone, limit)
@@ -87,15 +87,15 @@ func TestAgentSIGKILLInstancesVanishAndClaimsSeeInstanceGone(t *testing.T) {
 func TestAgentDrainOnSIGTERM(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := agenttest.Coordinator(t, cli)
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
+	co := testkit.Coordinator(t, cli)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
 
 	t.Run("exits once holders release", func(t *testing.T) {
 		a := startAgent(t, c.Endpoint(0), twoInstances, "--drain-timeout", "20s")
-		cl := claimOn(t, co, newSession(t, cli), "p", "i1")
+		cl := claimOn(t, co, testkit.Session(t, cli, coordinator.MinTTL), "p", "i1")
 		a.signal(t, syscall.SIGTERM)
 		waitDraining(t, co, a)
-		assertNoNewClaims(t, co, newSession(t, cli))
+		assertNoNewClaims(t, co, testkit.Session(t, cli, coordinator.MinTTL))
 		if a.exited() {
 			t.Fatalf("agent exited with %d while a seat was held on its instance", a.exitCode)
 		}
@@ -115,7 +115,7 @@ func TestAgentDrainOnSIGTERM(t *testing.T) {
 	})
 	t.Run("exits at the drain timeout", func(t *testing.T) {
 		a := startAgent(t, c.Endpoint(0), twoInstances, "--drain-timeout", "1s")
-		cl := claimOn(t, co, newSession(t, cli), "p", "i2")
+		cl := claimOn(t, co, testkit.Session(t, cli, coordinator.MinTTL), "p", "i2")
 		done := cl.Done()
 		start := time.Now()
 		a.signal(t, syscall.SIGTERM)
@@ -138,7 +138,7 @@ func TestAgentDrainOnSIGTERM(t *testing.T) {
 
 func waitDraining(t *testing.T, co *coordinator.Coordinator, a *agentProc) {
 	t.Helper()
-	agenttest.Eventually(t, 5*time.Second, "instances draining", func() bool {
+	testkit.Eventually(t, 5*time.Second, "instances draining", func() bool {
 		ins := instances(t, co, "p")
 		for _, in := range ins {
 			if in.State != coordinator.InstanceDraining {

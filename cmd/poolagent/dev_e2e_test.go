@@ -11,12 +11,9 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // devAddrs are the three addresses of one dev instance, picked once so
@@ -24,7 +21,7 @@ import (
 type devAddrs struct{ client, peer, listen string }
 
 func newDevAddrs(t *testing.T) devAddrs {
-	return devAddrs{client: freeAddr(t), peer: freeAddr(t), listen: freeAddr(t)}
+	return devAddrs{client: testkit.FreeAddr(t), peer: testkit.FreeAddr(t), listen: testkit.FreeAddr(t)}
 }
 
 func startDev(t *testing.T, dataDir string, a devAddrs) *proc {
@@ -32,7 +29,7 @@ func startDev(t *testing.T, dataDir string, a devAddrs) *proc {
 	clientAddr, listen := a.client, a.listen
 	p := startProc(t, "dev", "dev", "--data-dir", dataDir, "--listen-client", clientAddr,
 		"--listen-peer", a.peer, "--listen", listen, "--ttl", "2s")
-	agenttest.Eventually(t, 30*time.Second, "dev banner and instances registered", func() bool {
+	testkit.Eventually(t, 30*time.Second, "dev banner and instances registered", func() bool {
 		if p.exited() {
 			t.Fatalf("dev exited with %d:\n%s", p.exitCode, p.stderr.String())
 		}
@@ -48,13 +45,9 @@ func TestDevClaimThroughLibraryAndCleanSIGINT(t *testing.T) {
 	clientAddr := addrs.client
 	p := startDev(t, dataDir, addrs)
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + clientAddr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	co := agenttest.Coordinator(t, cli)
-	sess := newSession(t, cli)
+	cli := testkit.Client(t, "http://"+clientAddr)
+	co := testkit.Coordinator(t, cli)
+	sess := testkit.Session(t, cli, coordinator.MinTTL)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl, err := co.Claim(ctx, sess, "demo", coordinator.WithWait())
@@ -99,7 +92,7 @@ func TestDevPortInUseIsAClearError(t *testing.T) {
 	}
 	defer l.Close()
 	p := startProc(t, "dev", "dev", "--data-dir", t.TempDir(), "--listen-client", l.Addr().String(),
-		"--listen-peer", freeAddr(t), "--listen", freeAddr(t))
+		"--listen-peer", testkit.FreeAddr(t), "--listen", testkit.FreeAddr(t))
 	if code := p.wait(t, 15*time.Second); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/etcdpool/etcdpool/internal/testkit"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,8 +17,8 @@ func TestDevSecondRunOnTheSameDataDirFailsFast(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	first := startDev(t, dataDir, newDevAddrs(t))
 	start := time.Now()
-	second := startProc(t, "dev-2", "dev", "--data-dir", dataDir, "--listen-client", freeAddr(t),
-		"--listen-peer", freeAddr(t), "--listen", freeAddr(t))
+	second := startProc(t, "dev-2", "dev", "--data-dir", dataDir, "--listen-client", testkit.FreeAddr(t),
+		"--listen-peer", testkit.FreeAddr(t), "--listen", testkit.FreeAddr(t))
 	if code := second.wait(t, 10*time.Second); code != 1 {
 		t.Errorf("second dev exit code %d, want 1", code)
 	}

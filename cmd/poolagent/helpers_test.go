@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // These tests run the poolagent binary, built once by TestMain, as real
@@ -52,8 +49,8 @@ func TestMain(m *testing.M) {
 type proc struct {
 	name     string
 	cmd      *exec.Cmd
-	stdout   agenttest.SyncBuffer
-	stderr   agenttest.SyncBuffer
+	stdout   testkit.SyncBuffer
+	stderr   testkit.SyncBuffer
 	done     chan struct{}
 	exitCode int
 }
@@ -122,17 +119,6 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	}
 }
 
-// freeAddr returns a loopback address whose port the OS just handed out.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 var httpClient = &http.Client{Timeout: 2 * time.Second}
 
 // httpStatus returns the status of GET url, or 0 if it cannot connect.
@@ -143,12 +129,6 @@ func httpStatus(url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// newSession opens a session with etcd's minimum TTL.
-func newSession(t *testing.T, cli *clientv3.Client) *coordinator.Session {
-	t.Helper()
-	return agenttest.Session(t, cli, 2*time.Second)
 }
 
 func seats(t *testing.T, co *coordinator.Coordinator, pool string) []coordinator.Seat {

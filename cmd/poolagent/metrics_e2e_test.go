@@ -16,9 +16,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 const metricsAgent = `
@@ -36,13 +36,13 @@ agent:
 func TestAgentMetricsAfterKnownClaims(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := agenttest.Coordinator(t, cli)
+	co := testkit.Coordinator(t, cli)
 	a := startAgent(t, c.Endpoint(0), metricsAgent)
 	url := a.url + agent.MetricsPath
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	s1 := newSession(t, cli)
+	s1 := testkit.Session(t, cli, coordinator.MinTTL)
 	c1, err1 := co.Claim(ctx, s1, "m")
 	c2, err2 := co.Claim(ctx, s1, "m")
 	if err := errors.Join(err1, err2); err != nil {
@@ -61,7 +61,7 @@ func TestAgentMetricsAfterKnownClaims(t *testing.T) {
 	})
 
 	// A waiter queues behind the full pool; a second one gives up.
-	s3 := newSession(t, cli)
+	s3 := testkit.Session(t, cli, coordinator.MinTTL)
 	granted := queueWaiterAndQuitter(ctx, t, co, cli, s3, url)
 
 	// Releasing c1 grants the waiter; then c2 is force-released and the
@@ -113,11 +113,11 @@ func queueWaiterAndQuitter(ctx context.Context, t *testing.T, co *coordinator.Co
 		}
 		granted <- cl
 	}()
-	agenttest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, co, "m") == 1 })
+	testkit.Eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, co, "m") == 1 })
 	waitMetrics(t, url, map[string]float64{`etcdpool_pool_waiting{pool="m"}`: 1})
 	gctx, gcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer gcancel()
-	if _, err := co.Claim(gctx, newSession(t, cli), "m", coordinator.WithWait(), coordinator.WithHolder("quitter")); err == nil {
+	if _, err := co.Claim(gctx, testkit.Session(t, cli, coordinator.MinTTL), "m", coordinator.WithWait(), coordinator.WithHolder("quitter")); err == nil {
 		t.Fatal("second waiter granted a seat of a full pool")
 	}
 	return granted
@@ -160,7 +160,7 @@ func waitSeries(t *testing.T, url string, want map[string]float64, rel string, o
 }
 
 // scrape parses /metrics with the Prometheus text parser into series (see
-// agenttest.Series).
+// testkit.Series).
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
 	resp, err := httpClient.Get(url)
@@ -173,5 +173,5 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	if err != nil {
 		t.Fatalf("metrics do not parse: %v", err)
 	}
-	return agenttest.Series(slices.Collect(maps.Values(fams)))
+	return testkit.Series(slices.Collect(maps.Values(fams)))
 }

@@ -8,22 +8,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestReclaimTiming measures, over ETCDPOOL_RECLAIM_KILLS kills (default
-// 10), the time from SIGKILL of the sidecar holding the only seat to the
-// seat being free and to a queued sidecar being granted it. It logs the
-// median and max and asserts only the TTL+1.5s bound. Skipped with -short.
+// 3, about 2.5s each), the time from SIGKILL of the sidecar holding the
+// only seat to the seat being free and to a queued sidecar being granted
+// it. It logs the median and max and asserts the TTL+1.5s bound on every
+// kill, so the default run still fails on a reclaim that got slower; a
+// distribution wants ETCDPOOL_RECLAIM_KILLS=20 or more. Skipped with -short.
 //
 //	go test -race -run TestReclaimTiming -v ./cmd/poolagent/
 func TestReclaimTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reclaim timing takes about 4s per kill")
 	}
-	kills := 10
+	kills := 3
 	if v := os.Getenv("ETCDPOOL_RECLAIM_KILLS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -32,15 +34,15 @@ func TestReclaimTiming(t *testing.T) {
 		kills = n
 	}
 	c := etcdtest.Start(t)
-	co := agenttest.Coordinator(t, c.Client(t))
-	agenttest.CreatePool(t, co, "r", coordinator.PoolSpec{Capacity: 1})
+	co := testkit.Coordinator(t, c.Client(t))
+	testkit.CreatePool(t, co, "r", coordinator.PoolSpec{Capacity: 1})
 	holder := startSidecar(t, c.Endpoint(0), "r", "h0")
 	holder.waitReady(t)
 	var free, granted []time.Duration
 	limit := sidecarTTL + 1500*time.Millisecond
 	for i := 1; i <= kills; i++ {
 		waiter := startSidecar(t, c.Endpoint(0), "r", fmt.Sprintf("h%d", i))
-		agenttest.Eventually(t, 10*time.Second, "waiter queued", func() bool { return queueLen(t, co, "r") == 1 })
+		testkit.Eventually(t, 10*time.Second, "waiter queued", func() bool { return queueLen(t, co, "r") == 1 })
 		f, g := killAndMeasure(t, co, "r", holder, waiter)
 		free, granted = append(free, f), append(granted, g)
 		if f > limit {

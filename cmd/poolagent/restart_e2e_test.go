@@ -10,9 +10,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestAgentReregistersAfterEtcdRestart stops the only etcd member for
@@ -22,21 +22,21 @@ import (
 func TestAgentReregistersAfterEtcdRestart(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := agenttest.Coordinator(t, cli)
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	co := testkit.Coordinator(t, cli)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
 	a := startAgent(t, c.Endpoint(0), twoInstances)
 	oldLease := instances(t, co, "p")[0].Lease
 
 	c.Stop(0)
 	// The outage must outlast the agent's lease: wait until the agent says
 	// its lease is gone.
-	agenttest.Eventually(t, 10*time.Second, "agent to report its lease lost", func() bool {
+	testkit.Eventually(t, 10*time.Second, "agent to report its lease lost", func() bool {
 		return httpStatus(a.url+agent.HealthzPath) == http.StatusServiceUnavailable &&
 			strings.Contains(a.stderr.String(), "lease lost")
 	})
 	c.Restart(t, 0)
 	back := time.Now()
-	took := agenttest.Eventually(t, 15*time.Second, "instances under a new lease", func() bool {
+	took := testkit.Eventually(t, 15*time.Second, "instances under a new lease", func() bool {
 		return registeredUnderNewLease(co, oldLease)
 	})
 	t.Logf("instances re-registered %v after etcd returned", took)
@@ -45,7 +45,7 @@ func TestAgentReregistersAfterEtcdRestart(t *testing.T) {
 	}
 	// The old lease, refreshed by the restart, must expire without taking
 	// the re-registered instances with it.
-	agenttest.Eventually(t, 10*time.Second, "old lease expired", func() bool {
+	testkit.Eventually(t, 10*time.Second, "old lease expired", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		r, err := cli.TimeToLive(ctx, oldLease)

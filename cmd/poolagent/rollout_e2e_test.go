@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestRolloutHandsInstancesOver runs what a Deployment's rolling update
@@ -22,10 +22,10 @@ import (
 func TestRolloutHandsInstancesOver(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := agenttest.Coordinator(t, cli)
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
+	co := testkit.Coordinator(t, cli)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
 	a := startAgent(t, c.Endpoint(0), twoInstances, "--name", "agent-a", "--drain-timeout", "20s")
-	cl := claimOn(t, co, newSession(t, cli), "p", "i1")
+	cl := claimOn(t, co, testkit.Session(t, cli, coordinator.MinTTL), "p", "i1")
 	done := cl.Done()
 
 	t.Setenv("ETCDPOOL_TAKEOVER", "true") // as the manifest sets it
@@ -34,7 +34,7 @@ func TestRolloutHandsInstancesOver(t *testing.T) {
 	if len(ins) != 2 || ins[0].Agent != "agent-b" || ins[1].Agent != "agent-b" || ins[0].Lease != ins[1].Lease {
 		t.Fatalf("instances after B turned ready: %+v, want both B's", ins)
 	}
-	agenttest.Eventually(t, 15*time.Second, "A's /readyz to fail", func() bool {
+	testkit.Eventually(t, 15*time.Second, "A's /readyz to fail", func() bool {
 		return httpStatus(a.url+agent.ReadyzPath) == http.StatusServiceUnavailable
 	})
 
@@ -55,7 +55,7 @@ func TestRolloutHandsInstancesOver(t *testing.T) {
 	}
 	// A's lease is revoked by now; the claim's monitor reacts to an
 	// instance delete within milliseconds.
-	agenttest.Consistently(t, time.Second, "the holder keeps its seat", func() bool {
+	testkit.Consistently(t, time.Second, "the holder keeps its seat", func() bool {
 		select {
 		case <-done:
 			return false

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // sidecarTTL is the claimants' lease TTL: etcd's minimum.
@@ -35,7 +35,7 @@ func startSidecar(t *testing.T, endpoint, pool, holder string, extra ...string) 
 // sidecar is started on the file of the one it replaces.
 func startSidecarOn(t *testing.T, seatFile, endpoint, pool, holder string, extra ...string) *sidecarProc {
 	t.Helper()
-	listen := freeAddr(t)
+	listen := testkit.FreeAddr(t)
 	args := append([]string{"sidecar", "--endpoints", endpoint, "--pool", pool, "--holder", holder,
 		"--ttl", sidecarTTL.String(), "--dial-timeout", "1s", "--listen", listen, "--seat-file", seatFile,
 		"--loss-grace", "500ms", "--log-level", "debug"}, extra...)
@@ -46,7 +46,7 @@ func (s *sidecarProc) ready() bool { return httpStatus(s.url+agent.ReadyzPath) =
 
 func (s *sidecarProc) waitReady(t *testing.T) {
 	t.Helper()
-	agenttest.Eventually(t, 15*time.Second, s.holder+" ready", func() bool {
+	testkit.Eventually(t, 15*time.Second, s.holder+" ready", func() bool {
 		if s.exited() {
 			t.Fatalf("%s exited with %d:\n%s", s.holder, s.exitCode, s.stderr.String())
 		}
@@ -68,8 +68,8 @@ func (s *sidecarProc) record(t *testing.T) agent.SeatRecord {
 func startHolder(t *testing.T) (*etcdtest.Cluster, *coordinator.Coordinator, *sidecarProc) {
 	t.Helper()
 	c := etcdtest.Start(t)
-	co := agenttest.Coordinator(t, c.Client(t))
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	co := testkit.Coordinator(t, c.Client(t))
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	a := startSidecar(t, c.Endpoint(0), "p", "a")
 	a.waitReady(t)
 	return c, co, a
@@ -94,7 +94,7 @@ func TestSidecarHoldsSeatAndWritesFile(t *testing.T) {
 func TestSidecarSIGTERMReleasesWithinOneSecond(t *testing.T) {
 	_, co, a := startHolder(t)
 	a.signal(t, syscall.SIGTERM)
-	took := agenttest.Eventually(t, 5*time.Second, "seat free", func() bool { return len(seats(t, co, "p")) == 0 })
+	took := testkit.Eventually(t, 5*time.Second, "seat free", func() bool { return len(seats(t, co, "p")) == 0 })
 	if took > time.Second {
 		t.Errorf("seat freed %v after SIGTERM, want <= 1s", took)
 	}
@@ -109,7 +109,7 @@ func TestSidecarSIGTERMReleasesWithinOneSecond(t *testing.T) {
 func TestSidecarSIGKILLSeatFreeWithinTTLAndWaiterGetsIt(t *testing.T) {
 	c, co, a := startHolder(t)
 	b := startSidecar(t, c.Endpoint(0), "p", "b")
-	agenttest.Eventually(t, 10*time.Second, "b queued", func() bool { return queueLen(t, co, "p") == 1 })
+	testkit.Eventually(t, 10*time.Second, "b queued", func() bool { return queueLen(t, co, "p") == 1 })
 	if b.ready() {
 		t.Fatal("b is ready while a holds the only seat")
 	}
@@ -158,7 +158,7 @@ func TestSidecarSeatLostExitsThree(t *testing.T) {
 	if _, err := co.ForceRelease(ctx, "p", s.Seat, s.Token, "test"); err != nil {
 		t.Fatal(err)
 	}
-	agenttest.Eventually(t, 5*time.Second, "probe failing", func() bool { return !a.ready() || a.exited() })
+	testkit.Eventually(t, 5*time.Second, "probe failing", func() bool { return !a.ready() || a.exited() })
 	if code := a.wait(t, 5*time.Second); code != 3 {
 		t.Errorf("exit code %d after a lost seat, want 3", code)
 	}
@@ -174,9 +174,9 @@ func TestSidecarSeatLostExitsThree(t *testing.T) {
 func TestSidecarQueuesAgainAfterLeaseRevoked(t *testing.T) {
 	c, co, a := startHolder(t)
 	b := startSidecar(t, c.Endpoint(0), "p", "b", "--wait-timeout", "60s")
-	first := agenttest.QueuedLease(t, co, "p", 0)
+	first := testkit.QueuedLease(t, co, "p", 0)
 	etcdtest.Revoke(t, c.Client(t), first)
-	agenttest.QueuedLease(t, co, "p", first)
+	testkit.QueuedLease(t, co, "p", first)
 	if b.exited() {
 		t.Fatalf("b exited with %d after its lease was revoked while it waited", b.exitCode)
 	}
@@ -195,13 +195,13 @@ func TestSidecarQueuesAgainAfterLeaseRevoked(t *testing.T) {
 // anything meanwhile.
 func TestSidecarRestartWithinTTLKeepsSeatAndToken(t *testing.T) {
 	c := etcdtest.Start(t)
-	co := agenttest.Coordinator(t, c.Client(t))
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	co := testkit.Coordinator(t, c.Client(t))
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	a := startSidecar(t, c.Endpoint(0), "p", "a", "--ttl", "4s")
 	a.waitReady(t)
 	before := a.record(t)
 	b := startSidecar(t, c.Endpoint(0), "p", "b")
-	agenttest.Eventually(t, 10*time.Second, "b queued", func() bool { return queueLen(t, co, "p") == 1 })
+	testkit.Eventually(t, 10*time.Second, "b queued", func() bool { return queueLen(t, co, "p") == 1 })
 
 	killed := time.Now()
 	a.signal(t, syscall.SIGKILL)
@@ -219,7 +219,7 @@ func TestSidecarRestartWithinTTLKeepsSeatAndToken(t *testing.T) {
 		t.Fatalf("after restart: a holds %+v (%v), b ready %v, queue %d", s, ok, b.ready(), queueLen(t, co, "p"))
 	}
 	// The resumed lease is kept alive past the TTL it had when killed.
-	agenttest.Consistently(t, 5*time.Second, "seat kept", func() bool {
+	testkit.Consistently(t, 5*time.Second, "seat kept", func() bool {
 		s, ok := heldBy(seats(t, co, "p"), "a")
 		return ok && s.Token == before.Token && a2.ready() && !b.ready()
 	})
@@ -235,7 +235,7 @@ func TestSidecarRestartAfterTTLClaimsAfresh(t *testing.T) {
 	before := a.record(t)
 	a.signal(t, syscall.SIGKILL)
 	a.wait(t, 5*time.Second)
-	agenttest.Eventually(t, 10*time.Second, "old seat expired", func() bool { return len(seats(t, co, "p")) == 0 })
+	testkit.Eventually(t, 10*time.Second, "old seat expired", func() bool { return len(seats(t, co, "p")) == 0 })
 	a2 := startSidecarOn(t, a.seatFile, c.Endpoint(0), "p", "a")
 	a2.waitReady(t)
 	after := a2.record(t)

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // churnScript is one holder's command. It records its tree in $D/live:
@@ -96,7 +96,7 @@ func (e *env) churnMode(t *testing.T, pool string, d time.Duration, env []string
 	if c.killedHolding < int(d/(5*time.Second)) || c.exits[0] == 0 {
 		t.Errorf("the churn did too little to mean anything: %d kills of a running command, %d clean exits", c.killedHolding, c.exits[0])
 	}
-	agenttest.Eventually(t, 10*time.Second, "every command tree to end", func() bool { return len(c.liveTrees()) == 0 })
+	testkit.Eventually(t, 10*time.Second, "every command tree to end", func() bool { return len(c.liveTrees()) == 0 })
 }
 
 // holder runs poolctl run in a loop until stop.
@@ -158,7 +158,7 @@ func (c *churnRun) holdingPids() map[int]bool {
 	out := map[int]bool{}
 	for _, f := range c.files(".leader") {
 		b, _ := os.ReadFile(f)
-		if leader, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && !agenttest.PidGone(leader) {
+		if leader, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && !testkit.PidGone(leader) {
 			out[parentOf(parentOf(leader))] = true
 		}
 	}
@@ -209,7 +209,7 @@ func (c *churnRun) liveTrees() map[string][]int {
 	for _, f := range append(c.files(".leader"), c.files(".setsid")...) {
 		b, err := os.ReadFile(f)
 		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || perr != nil || agenttest.PidGone(pid) {
+		if err != nil || perr != nil || testkit.PidGone(pid) {
 			continue // being written, or dead
 		}
 		tree := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), ".leader"), ".setsid")

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // Knobs for longer runs of the SIGKILL tests (README: "Running a command
@@ -89,7 +89,7 @@ func (e *env) killOnce(t *testing.T, trial int, env []string) time.Duration {
 	for {
 		var alive []string
 		for name, pid := range pids {
-			if !agenttest.PidGone(pid) {
+			if !testkit.PidGone(pid) {
 				alive = append(alive, name)
 			}
 		}
@@ -149,7 +149,7 @@ func cgroupWritable() bool {
 func readPid(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	agenttest.Eventually(t, 15*time.Second, filepath.Base(path), func() bool {
+	testkit.Eventually(t, 15*time.Second, filepath.Base(path), func() bool {
 		b, _ := os.ReadFile(path)
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		pid = n
@@ -204,7 +204,7 @@ func (e *env) guardKilled(t *testing.T) {
 				if name == "setsid" && !inCgroup {
 					continue
 				}
-				agenttest.Eventually(t, killBound, name+" to die with the guard", func() bool { return agenttest.PidGone(pid) })
+				testkit.Eventually(t, killBound, name+" to die with the guard", func() bool { return testkit.PidGone(pid) })
 			}
 			if strings.Contains(e.ok("seats", "kill"), "guard-killed") {
 				t.Error("the seat is still held after poolctl exited")

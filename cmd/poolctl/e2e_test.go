@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestE2E builds poolctl and drives the binary against a real etcd.
@@ -166,11 +166,11 @@ func (e *env) threeHolders(t *testing.T) {
 	dir := t.TempDir()
 	watch := e.startWatch(t, dir)
 	h1 := e.holder(t, dir, "h1")
-	agenttest.Eventually(t, 15*time.Second, "h1 to start", func() bool { return exists(filepath.Join(dir, "h1.started")) })
+	testkit.Eventually(t, 15*time.Second, "h1 to start", func() bool { return exists(filepath.Join(dir, "h1.started")) })
 	h2 := e.holder(t, dir, "h2")
-	agenttest.Eventually(t, 15*time.Second, "h2 to start", func() bool { return exists(filepath.Join(dir, "h2.started")) })
+	testkit.Eventually(t, 15*time.Second, "h2 to start", func() bool { return exists(filepath.Join(dir, "h2.started")) })
 	h3 := e.holder(t, dir, "h3")
-	agenttest.Eventually(t, 15*time.Second, "h3 to queue", func() bool { return strings.Contains(e.ok("queue", "e2e"), "h3") })
+	testkit.Eventually(t, 15*time.Second, "h3 to queue", func() bool { return strings.Contains(e.ok("queue", "e2e"), "h3") })
 	if exists(filepath.Join(dir, "h3.started")) {
 		t.Fatal("h3 started while two seats were held")
 	}
@@ -179,7 +179,7 @@ func (e *env) threeHolders(t *testing.T) {
 	if code := h1.exit(t); code != 0 {
 		t.Fatalf("h1 exited %d: %s", code, h1.stderr())
 	}
-	agenttest.Eventually(t, 15*time.Second, "h3 to start", func() bool { return exists(filepath.Join(dir, "h3.started")) })
+	testkit.Eventually(t, 15*time.Second, "h3 to start", func() bool { return exists(filepath.Join(dir, "h3.started")) })
 	// A stale token changes nothing; the right one stops h2.
 	seat, token := e.seatOf("h2")
 	if code, _, stderr := e.run("release", "e2e", strconv.Itoa(seat), "--token", fmt.Sprint(token+1000)); code != 3 || strings.Count(stderr, "\n") != 1 {
@@ -199,7 +199,7 @@ func (e *env) threeHolders(t *testing.T) {
 	if code := h3.exit(t); code != 0 {
 		t.Fatalf("h3 exited %d: %s", code, h3.stderr())
 	}
-	agenttest.Eventually(t, 15*time.Second, "h3's release in the watch", func() bool { return strings.Count(watch.stdout(), `"seat-released"`) == 2 })
+	testkit.Eventually(t, 15*time.Second, "h3's release in the watch", func() bool { return strings.Count(watch.stdout(), `"seat-released"`) == 2 })
 	if err := watch.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func (e *env) threeHolders(t *testing.T) {
 func (e *env) startWatch(t *testing.T, dir string) *proc {
 	t.Helper()
 	w := e.start(t, dir, "watch", "watch", "e2e", "-o", "json")
-	agenttest.Eventually(t, 15*time.Second, "watch to stream", func() bool {
+	testkit.Eventually(t, 15*time.Second, "watch to stream", func() bool {
 		e.ok("pool", "set", "e2e", "--capacity", "2")
 		return strings.Contains(w.stdout(), "spec-changed")
 	})
@@ -246,13 +246,13 @@ func (e *env) grandchild(t *testing.T) {
 	dir := t.TempDir()
 	p := e.start(t, dir, "gc", "run", "e2e", "--holder", "gc", "--", "sh", "-c", `sleep 300 & echo $! > "$D/gc.pid"; wait`)
 	var pid int
-	agenttest.Eventually(t, 15*time.Second, "grandchild pid", func() bool {
+	testkit.Eventually(t, 15*time.Second, "grandchild pid", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "gc.pid"))
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		pid = n
 		return err == nil
 	})
-	if agenttest.PidGone(pid) {
+	if testkit.PidGone(pid) {
 		t.Fatal("the grandchild is not running to begin with")
 	}
 	seat, _ := e.seatOf("gc")
@@ -260,7 +260,7 @@ func (e *env) grandchild(t *testing.T) {
 	if code := p.exit(t); code != 7 {
 		t.Fatalf("poolctl run exited %d, want 7: %s", code, p.stderr())
 	}
-	agenttest.Eventually(t, 15*time.Second, fmt.Sprintf("grandchild %d to be gone", pid), func() bool { return agenttest.PidGone(pid) })
+	testkit.Eventually(t, 15*time.Second, fmt.Sprintf("grandchild %d to be gone", pid), func() bool { return testkit.PidGone(pid) })
 }
 
 func touch(t *testing.T, path string) {

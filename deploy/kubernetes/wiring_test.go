@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestSidecarDeploymentWiring(t *testing.T) {
@@ -156,7 +156,7 @@ func TestAgentDeploymentWiring(t *testing.T) {
 	}
 	cfgPath := argValue(c.Args, "--config")
 	cm, key := configMapFor(t, objs, spec, c, cfgPath)
-	cfg := parseArgs(t, c, config.ModeServe, agenttest.WriteFile(t, "config.yaml", cm.Data[key]))
+	cfg := parseArgs(t, c, config.ModeServe, testkit.WriteFile(t, "config.yaml", cm.Data[key]))
 	if err := cfg.ValidateServe(); err != nil {
 		t.Fatalf("agent config in ConfigMap %s: %v", cm.Name, err)
 	}
@@ -239,8 +239,8 @@ func TestAppEntryWaitsForHeldSeat(t *testing.T) {
 	}
 	files := agent.SeatFile{JSONPath: filepath.Join(dir, filepath.Base(cfg.Sidecar.SeatFile)),
 		EnvPath: filepath.Join(dir, filepath.Base(cfg.Sidecar.EnvPath()))}
-	run := func() (*exec.Cmd, *agenttest.SyncBuffer) {
-		var out agenttest.SyncBuffer
+	run := func() (*exec.Cmd, *testkit.SyncBuffer) {
+		var out testkit.SyncBuffer
 		cmd := exec.Command("sh", "-c", script)
 		cmd.Stdout, cmd.Env = &out, []string{"PATH=" + os.Getenv("PATH")}
 		if err := cmd.Start(); err != nil {
@@ -271,12 +271,12 @@ func TestAppEntryWaitsForHeldSeat(t *testing.T) {
 	// While the sidecar holds no seat, the app waits.
 	ready.Store(false)
 	_, out = run()
-	agenttest.Consistently(t, 2500*time.Millisecond, "app not started", func() bool { return out.String() == "" })
+	testkit.Consistently(t, 2500*time.Millisecond, "app not started", func() bool { return out.String() == "" })
 	if err := files.Write(agent.SeatRecord{State: agent.StateHeld, Pool: "gpu", Seat: 3, Token: 42}); err != nil {
 		t.Fatal(err)
 	}
 	ready.Store(true)
-	agenttest.Eventually(t, 5*time.Second, "app started", func() bool {
+	testkit.Eventually(t, 5*time.Second, "app started", func() bool {
 		return strings.Contains(out.String(), "holding seat 3 of gpu (token 42)")
 	})
 }

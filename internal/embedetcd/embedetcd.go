@@ -2,7 +2,9 @@
 //
 // It is used by `poolagent dev` for the zero-setup default and by
 // internal/etcdtest for tests. It wraps go.etcd.io/etcd/server/v3/embed, the
-// same release as the client, and keeps etcd's own zap logger quiet.
+// same release as the client, keeps etcd's own zap logger quiet, and serves
+// gRPC only (no HTTP/JSON gateway), so that nothing in a server goroutine
+// touches os.Stderr.
 package embedetcd
 
 import (
@@ -162,6 +164,12 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// The HTTP/JSON gateway (/v3/ over HTTP) is off: etcdpool and etcdctl
+	// speak gRPC, and the gateway's websocket proxy builds a logrus logger
+	// on os.Stderr in a server goroutine, after Start returns. That read
+	// races with `go test -json`, which swaps os.Stderr while tests run
+	// ("race detected outside of test execution").
+	ec.EnableGRPCGateway = false
 	return ec, nil
 }
 

@@ -1,4 +1,4 @@
-package etcdclient
+package etcdclient_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"go.etcd.io/etcd/api/v3/authpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
 
 // TestCheckAccess checks a user with read on /a/ and readwrite on /a/w/
 // against an auth-enabled etcd: what it may do passes, the first refusal
-// is a permanent OpError naming operation and key, and nothing is
+// is a permanent etcdclient.OpError naming operation and key, and nothing is
 // written (the revision does not move).
 func TestCheckAccess(t *testing.T) {
 	c := etcdtest.Start(t)
@@ -38,16 +39,16 @@ func TestCheckAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := []Access{{Key: "/a/", Prefix: true}, {Write: true, Key: "/a/w/", Prefix: true}, {Write: true, Key: "/a/w/k"}}
-	if err := CheckAccess(ctx, cli, ok); err != nil {
+	ok := []etcdclient.Access{{Key: "/a/", Prefix: true}, {Write: true, Key: "/a/w/", Prefix: true}, {Write: true, Key: "/a/w/k"}}
+	if err := etcdclient.CheckAccess(ctx, cli, ok); err != nil {
 		t.Errorf("allowed: %v", err)
 	}
-	err = CheckAccess(ctx, cli, append(ok, Access{Write: true, Key: "/a/", Prefix: true}))
-	var op *OpError
-	if !errors.As(err, &op) || op.Op != "write" || op.Key != "/a/*" || !Denied(err) || !IsPermanent(err) {
+	err = etcdclient.CheckAccess(ctx, cli, append(ok, etcdclient.Access{Write: true, Key: "/a/", Prefix: true}))
+	var op *etcdclient.OpError
+	if !errors.As(err, &op) || op.Op != "write" || op.Key != "/a/*" || !etcdclient.Denied(err) || !etcdclient.IsPermanent(err) {
 		t.Errorf("write on /a/: %v", err)
 	}
-	if err := CheckAccess(ctx, cli, []Access{{Key: "/b"}}); err == nil || err.Error() != "etcd refused read of /b: permission denied" {
+	if err := etcdclient.CheckAccess(ctx, cli, []etcdclient.Access{{Key: "/b"}}); err == nil || err.Error() != "etcd refused read of /b: permission denied" {
 		t.Errorf("read of /b: %v", err)
 	}
 	after, err := root.Get(ctx, "x")

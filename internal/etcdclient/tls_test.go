@@ -1,4 +1,4 @@
-package etcdclient
+package etcdclient_test
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
 
 // TestTLSCauses dials an embedded etcd serving TLS with certificates made
 // here, and checks that each misconfiguration fails within the dial
-// timeout with ErrTLS and its x509/TLS cause in one line, and that
+// timeout with etcdclient.ErrTLS and its x509/TLS cause in one line, and that
 // ServerName takes effect.
 func TestTLSCauses(t *testing.T) {
 	ca := etcdtest.NewCA(t, "etcd")
@@ -31,24 +32,24 @@ func TestTLSCauses(t *testing.T) {
 
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  etcdclient.Config
 		want string // "" succeeds
 	}{
-		{"ok", Config{Endpoints: []string{good.Endpoint}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, ""},
-		{"no scheme, upper-case scheme", Config{Endpoints: []string{good.Addr, "HTTPS://" + good.Addr}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, ""},
-		{"server name", Config{Endpoints: []string{byName.Addr}, ServerName: "etcd.test", CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, ""},
-		{"wrong CA", Config{Endpoints: []string{good.Endpoint}, CAFile: other.File, CertFile: client.Cert, KeyFile: client.Key}, "x509: certificate signed by unknown authority (check --cacert)"},
-		{"no client cert", Config{Endpoints: []string{good.Endpoint}, CAFile: ca.File}, "certificate required"},
-		{"expired client cert", Config{Endpoints: []string{good.Endpoint}, CAFile: ca.File, CertFile: expiredClient.Cert, KeyFile: expiredClient.Key}, "expired certificate"},
-		{"expired server cert", Config{Endpoints: []string{expired.Endpoint}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, "x509: certificate has expired"},
-		{"SAN mismatch", Config{Endpoints: []string{"localhost:" + port}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, "not localhost"},
-		{"server name mismatch", Config{Endpoints: []string{good.Addr}, ServerName: "wrong.test", CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, "not wrong.test"},
+		{"ok", etcdclient.Config{Endpoints: []string{good.Endpoint}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, ""},
+		{"no scheme, upper-case scheme", etcdclient.Config{Endpoints: []string{good.Addr, "HTTPS://" + good.Addr}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, ""},
+		{"server name", etcdclient.Config{Endpoints: []string{byName.Addr}, ServerName: "etcd.test", CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, ""},
+		{"wrong CA", etcdclient.Config{Endpoints: []string{good.Endpoint}, CAFile: other.File, CertFile: client.Cert, KeyFile: client.Key}, "x509: certificate signed by unknown authority (check --cacert)"},
+		{"no client cert", etcdclient.Config{Endpoints: []string{good.Endpoint}, CAFile: ca.File}, "certificate required"},
+		{"expired client cert", etcdclient.Config{Endpoints: []string{good.Endpoint}, CAFile: ca.File, CertFile: expiredClient.Cert, KeyFile: expiredClient.Key}, "expired certificate"},
+		{"expired server cert", etcdclient.Config{Endpoints: []string{expired.Endpoint}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, "x509: certificate has expired"},
+		{"SAN mismatch", etcdclient.Config{Endpoints: []string{"localhost:" + port}, CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, "not localhost"},
+		{"server name mismatch", etcdclient.Config{Endpoints: []string{good.Addr}, ServerName: "wrong.test", CAFile: ca.File, CertFile: client.Cert, KeyFile: client.Key}, "not wrong.test"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.DialTimeout = 2 * time.Second
 			start := time.Now()
-			cli, err := Dial(context.Background(), tt.cfg)
+			cli, err := etcdclient.Dial(context.Background(), tt.cfg)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("Dial: %v", err)
@@ -66,8 +67,8 @@ func TestTLSCauses(t *testing.T) {
 				t.Fatal("Dial succeeded")
 			}
 			msg := err.Error()
-			if !errors.Is(err, ErrTLS) || !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") || !IsPermanent(err) {
-				t.Errorf("err = %q (TLS %v, class %v), want one line with %q", msg, errors.Is(err, ErrTLS), Classify(err), tt.want)
+			if !errors.Is(err, etcdclient.ErrTLS) || !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") || !etcdclient.IsPermanent(err) {
+				t.Errorf("err = %q (TLS %v, class %v), want one line with %q", msg, errors.Is(err, etcdclient.ErrTLS), etcdclient.Classify(err), tt.want)
 			}
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("took %v", d)

@@ -7,15 +7,14 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // Cluster is a set of embedded members started by Start or StartCluster.
@@ -38,8 +37,8 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		cfg := embedetcd.Config{
 			Name:       fmt.Sprintf("m%d", i),
 			Dir:        t.TempDir(),
-			ClientAddr: freeAddr(t),
-			PeerAddr:   freeAddr(t),
+			ClientAddr: testkit.FreeAddr(t),
+			PeerAddr:   testkit.FreeAddr(t),
 			NoFsync:    true,
 		}
 		initial = append(initial, cfg.Name+"=http://"+cfg.PeerAddr)
@@ -64,18 +63,6 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// freeAddr reserves a loopback port chosen by the OS. The port is released
-// before etcd binds it; a collision in that window fails the test loudly.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdtest: reserve port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // Endpoints lists the client URLs of all members, running or not.
 func (c *Cluster) Endpoints() []string {
 	var eps []string
@@ -89,19 +76,7 @@ func (c *Cluster) Endpoints() []string {
 func (c *Cluster) Endpoint(i int) string { return "http://" + c.cfgs[i].ClientAddr }
 
 // Client returns a client for all members, closed when the test ends.
-func (c *Cluster) Client(t testing.TB) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   c.Endpoints(),
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatalf("etcdtest: client: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func (c *Cluster) Client(t testing.TB) *clientv3.Client { return testkit.Client(t, c.Endpoints()...) }
 
 // Leader returns the index of the member that is raft leader, waiting up to
 // 10s for one to be elected.

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // Process members: each member of a ProcCluster is a real OS process (the
@@ -72,7 +73,7 @@ func StartProcs(t testing.TB, n int) *ProcCluster {
 	var initial []string
 	for i := range n {
 		cfg := embedetcd.Config{Name: fmt.Sprintf("m%d", i), Dir: t.TempDir(),
-			ClientAddr: freeAddr(t), PeerAddr: freeAddr(t), NoFsync: true}
+			ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), NoFsync: true}
 		initial = append(initial, cfg.Name+"=http://"+cfg.PeerAddr)
 		c.cfgs = append(c.cfgs, cfg)
 	}
@@ -116,13 +117,7 @@ func (c *ProcCluster) Endpoints() []string {
 
 // Client returns a client for all members, closed when the test ends.
 func (c *ProcCluster) Client(t testing.TB) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatalf("etcdtest: client: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return testkit.Client(t, c.Endpoints()...)
 }
 
 // Leader returns the index of the member that is leader, or -1 if none

@@ -1,7 +1,6 @@
 package etcdtest
 
 import (
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -148,10 +147,7 @@ func (p *Proxy) pipe(dst, src net.Conn, answers bool) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
-			return
+			return // EOF or a closed connection: this direction is done
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/internal/testkit"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -146,9 +147,9 @@ type TLSServer struct {
 // by it. It stops when the test ends.
 func StartTLS(t testing.TB, server Pair, clientCA string) *TLSServer {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cu := url.URL{Scheme: "https", Host: addr}
-	pu := url.URL{Scheme: "http", Host: freeAddr(t)}
+	pu := url.URL{Scheme: "http", Host: testkit.FreeAddr(t)}
 	ec := embed.NewConfig()
 	ec.Name = "tls"
 	ec.Dir = t.TempDir()

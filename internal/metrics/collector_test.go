@@ -8,19 +8,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestPoolCollector(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	co := agenttest.Coordinator(t, cli)
+	co := testkit.Coordinator(t, cli)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, p := range []string{"a", "b"} {
-		agenttest.CreatePool(t, co, p, coordinator.PoolSpec{Capacity: 3})
+		testkit.CreatePool(t, co, p, coordinator.PoolSpec{Capacity: 3})
 	}
 	sess, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second))
 	if err != nil {

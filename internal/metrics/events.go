@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"strings"
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -76,7 +75,7 @@ func (f *follower) handle(ev coordinator.Event) {
 		f.pop(key)
 		f.m.ClaimResult(ev.Pool, coordinator.ResultCanceled)
 	case coordinator.EventSeatExpired, coordinator.EventSeatForceReleased, coordinator.EventSeatReleased:
-		if reason := LossReason(ev); reason != "" {
+		if reason := ev.LossReason(); reason != "" {
 			f.m.SeatLost(ev.Pool, reason)
 		}
 	}
@@ -93,23 +92,4 @@ func (f *follower) pop(key string) (time.Time, bool) {
 		f.joins[key] = q[1:]
 	}
 	return q[0], true
-}
-
-// LossReason maps a seat event to a seats_lost_total reason, or "" when
-// the seat was not lost (a plain release, or not a seat event).
-func LossReason(ev coordinator.Event) string {
-	switch ev.Type {
-	case coordinator.EventSeatExpired:
-		return coordinator.ReasonExpired
-	case coordinator.EventSeatForceReleased:
-		return coordinator.ReasonForceReleased
-	case coordinator.EventSeatReleased:
-		// A holder that sees its instance go frees its seat with the free
-		// text reason "instance gone"; normalise it to the label value.
-		switch r := strings.ReplaceAll(strings.TrimSpace(ev.Reason), " ", "_"); r {
-		case coordinator.ReasonInstanceGone, coordinator.ReasonPoolDeleted:
-			return r
-		}
-	}
-	return ""
 }

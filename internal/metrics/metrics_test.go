@@ -10,9 +10,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // counter reads a counter's value.
@@ -25,14 +25,14 @@ func counter(t *testing.T, c prometheus.Metric) float64 {
 	return d.GetCounter().GetValue()
 }
 
-// gather returns every series of reg (see agenttest.Series).
+// gather returns every series of reg (see testkit.Series).
 func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return agenttest.Series(fams)
+	return testkit.Series(fams)
 }
 
 // TestLibraryHook checks the Prometheus implementation of
@@ -45,12 +45,12 @@ func TestLibraryHook(t *testing.T) {
 	cli := c.Client(t)
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	co := agenttest.Coordinator(t, cli, coordinator.WithMetrics(m))
+	co := testkit.Coordinator(t, cli, coordinator.WithMetrics(m))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	agenttest.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
-	sess := agenttest.Session(t, cli, 2*time.Second)
-	cl := agenttest.Claim(t, co, sess, "p")
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	sess := testkit.Session(t, cli, 2*time.Second)
+	cl := testkit.Claim(t, co, sess, "p")
 	if _, err := co.Claim(ctx, sess, "p"); !errors.Is(err, coordinator.ErrNoSeat) {
 		t.Fatalf("second claim: %v, want ErrNoSeat", err)
 	}
@@ -61,7 +61,7 @@ func TestLibraryHook(t *testing.T) {
 	<-done
 	// The claim counts its loss just after closing Done; poll for it.
 	lost := m.seatsLost.WithLabelValues("p", coordinator.ReasonForceReleased)
-	agenttest.Eventually(t, 5*time.Second, "loss counted", func() bool { return counter(t, lost) == 1 })
+	testkit.Eventually(t, 5*time.Second, "loss counted", func() bool { return counter(t, lost) == 1 })
 	want := map[string]float64{
 		"granted": counter(t, m.claims.WithLabelValues("p", coordinator.ResultGranted)),
 		"no_seat": counter(t, m.claims.WithLabelValues("p", coordinator.ResultNoSeat)),
@@ -97,7 +97,7 @@ func TestFollow(t *testing.T) {
 		{Type: coordinator.EventWaiterLeft, Pool: "p", Holder: "b", Revision: 15, Time: at(2 * time.Second)},
 		{Type: coordinator.EventSeatExpired, Pool: "p", Holder: "b", Reason: coordinator.ReasonExpired, Revision: 16},
 		{Type: coordinator.EventSeatForceReleased, Pool: "p", Reason: "operator", Revision: 17},
-		{Type: coordinator.EventSeatReleased, Pool: "p", Reason: "instance gone", Revision: 18},
+		{Type: coordinator.EventSeatReleased, Pool: "p", Reason: coordinator.ReasonInstanceGone, Revision: 18},
 		{Type: coordinator.EventSeatClaimed, Pool: "other", Holder: "x", Revision: 19},
 	} {
 		events <- ev

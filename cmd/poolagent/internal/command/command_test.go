@@ -12,11 +12,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/agent"
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/roles"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestExitCode(t *testing.T) {
@@ -52,10 +52,10 @@ func TestExecuteInProcess(t *testing.T) {
 	if code, _, errs := execute("serve", "extra"); code != ExitUsage || !strings.Contains(errs, "takes no arguments") {
 		t.Errorf("serve extra: code %d, stderr %s", code, errs)
 	}
-	if code, _, errs := execute("sidecar", "--pool", "p", "--ttl", "1s"); code != ExitUsage || !strings.Contains(errs, "sidecar.ttl") {
+	if code, _, errs := execute("sidecar", "--pool", "p", "--ttl", "1s"); code != ExitUsage || !strings.Contains(errs, "config: --ttl: 1s is outside") {
 		t.Errorf("sidecar --ttl 1s: code %d, stderr %s", code, errs)
 	}
-	if code, _, errs := execute("dev", "--capacity", "0", "--data-dir", t.TempDir()); code != ExitUsage || !strings.Contains(errs, "agent.pools[0].capacity") {
+	if code, _, errs := execute("dev", "--capacity", "0", "--data-dir", t.TempDir()); code != ExitUsage || !strings.Contains(errs, "agent.pools[0]: coordinator: invalid argument: capacity 0") {
 		t.Errorf("dev --capacity 0: code %d, stderr %s", code, errs)
 	}
 }
@@ -68,7 +68,7 @@ func TestExecuteInProcess(t *testing.T) {
 func TestStartupRefusals(t *testing.T) {
 	c := etcdtest.Start(t)
 	root := etcdtest.EnableAuth(t, c.Client(t))
-	agenttest.CreatePool(t, agenttest.Coordinator(t, root), "p", coordinator.PoolSpec{Capacity: 1})
+	testkit.CreatePool(t, testkit.Coordinator(t, root), "p", coordinator.PoolSpec{Capacity: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, r := range []struct {
@@ -81,7 +81,7 @@ func TestStartupRefusals(t *testing.T) {
 		}
 		etcdtest.AddUser(t, root, string(r.actor), "pw", name)
 	}
-	cfgFile := agenttest.WriteFile(t, "agent.yaml", "agent:\n  instances:\n    - {pool: p, id: i0}\n")
+	cfgFile := testkit.WriteFile(t, "agent.yaml", "agent:\n  instances:\n    - {pool: p, id: i0}\n")
 	dir := t.TempDir()
 	sidecar := []string{"sidecar", "--pool", "p", "--listen", "127.0.0.1:0", "--seat-file", dir + "/seat.json"}
 	serve := []string{"serve", "--config", cfgFile, "--listen", "127.0.0.1:0"}
@@ -106,7 +106,7 @@ func TestStartupRefusals(t *testing.T) {
 				ep = c.Endpoint(0)
 			}
 			env := map[string]string{"ETCDPOOL_PASSWORD": "pw"}
-			var errb agenttest.SyncBuffer
+			var errb testkit.SyncBuffer
 			start := time.Now()
 			// A login is a bcrypt check, slow under -race: room to connect.
 			code := Execute(ctx, append(tt.args, "--endpoints", ep, "--user", tt.user, "--dial-timeout", "5s"),
@@ -122,14 +122,14 @@ func TestStartupRefusals(t *testing.T) {
 	t.Run("serve as agent", func(t *testing.T) {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
-		var errb agenttest.SyncBuffer
+		var errb testkit.SyncBuffer
 		done := make(chan int, 1)
 		go func() {
 			done <- Execute(sctx, append(serve, "--endpoints", c.Endpoint(0), "--user", "agent", "--drain-timeout", "0s", "--dial-timeout", "5s"),
 				Streams{Out: &errb, Err: &errb, LookupEnv: func(k string) (string, bool) { return "pw", k == "ETCDPOOL_PASSWORD" }})
 		}()
 		key := coordinator.SegPrefix(coordinator.DefaultPrefix, "p", coordinator.SegInstances) + "i0"
-		agenttest.Eventually(t, 15*time.Second, "instance registered", func() bool {
+		testkit.Eventually(t, 15*time.Second, "instance registered", func() bool {
 			resp, err := root.Get(ctx, key)
 			return err == nil && len(resp.Kvs) == 1
 		})
@@ -138,7 +138,7 @@ func TestStartupRefusals(t *testing.T) {
 		if _, err := root.Put(ctx, key, "garbage", clientv3.WithIgnoreLease()); err != nil {
 			t.Fatal(err)
 		}
-		agenttest.Eventually(t, 20*time.Second, "corrupt instance repaired", func() bool {
+		testkit.Eventually(t, 20*time.Second, "corrupt instance repaired", func() bool {
 			resp, err := root.Get(ctx, key)
 			return err == nil && len(resp.Kvs) == 1 && coordinator.CheckInstanceValue("i0", resp.Kvs[0].Value) == nil
 		})

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestDoctor plants the damage issue 9 lists next to healthy state and
@@ -20,7 +21,7 @@ func TestDoctor(t *testing.T) {
 	h.createPool("p", coordinator.PoolSpec{Capacity: 2})
 	h.createPool("bad", coordinator.PoolSpec{Capacity: 1})
 	held := h.claim("p") // healthy: must not be reported
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
 	sess := h.session(10 * time.Second)
 	root := coordinator.DefaultPrefix
 	seg := func(s string) string { return coordinator.SegPrefix(root, "p", s) }

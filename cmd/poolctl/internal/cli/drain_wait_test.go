@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestDrainWait drains an instance with a seat held on it: --wait gives up
@@ -18,7 +18,7 @@ func TestDrainWait(t *testing.T) {
 	h.createPool("p", coordinator.PoolSpec{Capacity: 4})
 	agent := h.session(10 * time.Second)
 	for _, id := range []string{"node-1", "node-2"} {
-		if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "p", agent.Lease(), coordinator.Instance{ID: id, Seats: 2}); err != nil {
+		if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "p", agent.Lease(), coordinator.Instance{ID: id, Seats: 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,8 +41,8 @@ func TestDrainWait(t *testing.T) {
 
 	inv := newInvocation()
 	wait := h.start(inv, "drain", "p", "node-1", "--wait")
-	agenttest.Consistently(t, 500*time.Millisecond, "drain --wait to wait while the seat is held", func() bool { return inv.out.String() == "" })
-	if err := cl.Release(ctxT(t, 5*time.Second)); err != nil {
+	testkit.Consistently(t, 500*time.Millisecond, "drain --wait to wait while the seat is held", func() bool { return inv.out.String() == "" })
+	if err := cl.Release(testkit.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	released := time.Now()

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -19,9 +18,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -64,7 +63,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	cluster := etcdtest.Start(t)
 	cli := cluster.Client(t)
-	return &harness{t: t, eps: strings.Join(cluster.Endpoints(), ","), cli: cli, c: agenttest.Coordinator(t, cli)}
+	return &harness{t: t, eps: strings.Join(cluster.Endpoints(), ","), cli: cli, c: testkit.Coordinator(t, cli)}
 }
 
 // result is one in-process poolctl invocation.
@@ -90,7 +89,7 @@ func (f *fakeSignals) stop(chan<- os.Signal) {}
 // send delivers sig once Main has subscribed.
 func (f *fakeSignals) send(t testing.TB, sig os.Signal) {
 	t.Helper()
-	agenttest.Eventually(t, 5*time.Second, "signal subscription", func() bool {
+	testkit.Eventually(t, 5*time.Second, "signal subscription", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.ch != nil
@@ -103,14 +102,14 @@ func (f *fakeSignals) send(t testing.TB, sig os.Signal) {
 // invocation is an Env under test control.
 type invocation struct {
 	env  *Env
-	out  *agenttest.SyncBuffer
-	err  *agenttest.SyncBuffer
+	out  *testkit.SyncBuffer
+	err  *testkit.SyncBuffer
 	sigs *fakeSignals
 	vars map[string]string
 }
 
 func newInvocation() *invocation {
-	inv := &invocation{out: &agenttest.SyncBuffer{}, err: &agenttest.SyncBuffer{}, sigs: &fakeSignals{}, vars: map[string]string{}}
+	inv := &invocation{out: &testkit.SyncBuffer{}, err: &testkit.SyncBuffer{}, sigs: &fakeSignals{}, vars: map[string]string{}}
 	inv.env = &Env{
 		Out: inv.out, ErrOut: inv.err,
 		Getenv:  func(k string) string { return inv.vars[k] },
@@ -174,25 +173,19 @@ func (r result) want(t testing.TB, code int) {
 	}
 }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func (h *harness) createPool(name string, spec coordinator.PoolSpec) {
 	h.t.Helper()
-	agenttest.CreatePool(h.t, h.c, name, spec)
+	testkit.CreatePool(h.t, h.c, name, spec)
 }
 
 func (h *harness) session(ttl time.Duration) *coordinator.Session {
 	h.t.Helper()
-	return agenttest.Session(h.t, h.cli, ttl)
+	return testkit.Session(h.t, h.cli, ttl)
 }
 
 func (h *harness) claim(pool string, opts ...coordinator.ClaimOption) *coordinator.Claim {
 	h.t.Helper()
-	return agenttest.Claim(h.t, h.c, h.session(10*time.Second), pool, opts...)
+	return testkit.Claim(h.t, h.c, h.session(10*time.Second), pool, opts...)
 }
 
 // golden compares got with testdata/name.golden, or rewrites it with -update.

@@ -1,28 +1,20 @@
 package cli
 
 import (
+	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/etcdpool/etcdpool/coordinator"
-	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/spf13/cobra"
 )
 
 // checkName checks a pool, instance or tenant name before anything
-// connects, with coordinator.ValidateName, and also refuses "." and ".."
-// (path segments that tools resolving keys as paths misread) and echoes at
-// most the start of a long name. what names the argument in the message:
-// `pool name "a/b" has '/'; ...`.
+// connects, with coordinator.ValidateName (which also refuses "." and ".."
+// and echoes at most the start of a long name). what names the argument:
+// `pool: coordinator: invalid argument: name "a/b" has '/'; ...`.
 func checkName(what, n string) error {
-	switch {
-	case n == "." || n == "..":
-		return usageError("%s %q: not a name; use letters, digits or punctuation other than '/'", what, n)
-	case len(n) > coordinator.MaxNameLen:
-		return usageError("%s %s: at most %d characters", what, etcdclient.Truncate(n), coordinator.MaxNameLen)
-	}
 	if err := coordinator.ValidateName(n); err != nil {
-		return usageError("%s %s", what, invalidReason(err))
+		return classify(errUsage, fmt.Errorf("%s: %w", what, err))
 	}
 	return nil
 }
@@ -30,16 +22,9 @@ func checkName(what, n string) error {
 // checkPrefix checks --prefix with coordinator.ValidatePrefix.
 func checkPrefix(p string) error {
 	if err := coordinator.ValidatePrefix(p); err != nil {
-		return usageError("--%s", invalidReason(err))
+		return classify(errUsage, fmt.Errorf("--prefix: %w", err))
 	}
 	return nil
-}
-
-// invalidReason is the text of a coordinator validation error without its
-// "coordinator: invalid argument: " lead, for a message that names the
-// argument itself.
-func invalidReason(err error) string {
-	return strings.TrimPrefix(err.Error(), coordinator.ErrInvalid.Error()+": ")
 }
 
 // parseSeat parses a seat number argument.

@@ -49,7 +49,10 @@ func (o *poolCreateOptions) Validate() error {
 	if err := checkName("pool", o.Name); err != nil {
 		return err
 	}
-	return o.spec.Validate()
+	if err := o.spec.Validate(); err != nil {
+		return invalidSpec(err)
+	}
+	return nil
 }
 
 // Run implements command.

@@ -7,14 +7,20 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
-// setRetries bounds pool set's read-modify-write loop under contention.
-const setRetries = 5
+// setPolicy paces pool set's read-modify-write under contention. A
+// conflict means another writer changed the spec between the read and the
+// write; five tries outlast a burst of concurrent operators or scripts,
+// and the jittered 20..200 ms delays let those writers separate instead of
+// colliding again, while a person at a terminal barely notices them.
+var setPolicy = retry.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Tries: 5}
 
 // poolSetOptions is pool set.
 type poolSetOptions struct {
@@ -68,17 +74,19 @@ func (o *poolSetOptions) Validate() error {
 // Run implements command.
 func (o *poolSetOptions) Run(ctx context.Context) error {
 	return o.g.do(ctx, func(ctx context.Context, c *coordinator.Coordinator) error {
-		for try := 1; ; try++ {
-			old, p, err := o.update(ctx, c)
-			if errors.Is(err, coordinator.ErrConflict) && try < setRetries {
-				continue
+		var old coordinator.PoolSpec
+		var p coordinator.Pool
+		err := retry.Do(ctx, setPolicy, func() (err error) {
+			old, p, err = o.update(ctx, c)
+			if err != nil && !errors.Is(err, coordinator.ErrConflict) {
+				return retry.Permanent(err)
 			}
-			if err != nil {
-				return err
-			}
-			v := poolViewOf(p)
-			return o.g.printer().Print(Result{Data: v, Text: fmt.Sprintf("pool %q updated: %s", o.Name, specDiff(old, p.Spec))})
+			return err
+		}, nil)
+		if err != nil {
+			return err
 		}
+		return o.g.printer().Print(Result{Data: poolViewOf(p), Text: fmt.Sprintf("pool %q updated: %s", o.Name, specDiff(old, p.Spec))})
 	})
 }
 
@@ -95,7 +103,7 @@ func (o *poolSetOptions) update(ctx context.Context, c *coordinator.Coordinator)
 		delete(spec.TenantLimits, t)
 	}
 	if err := spec.Validate(); err != nil {
-		return old, p, fmt.Errorf("%w: the changed spec is invalid: %w", errUsage, err)
+		return old, p, invalidSpec(err)
 	}
 	p, err = c.UpdatePool(ctx, o.Name, spec, cur.Revision)
 	return cur.Spec, p, err

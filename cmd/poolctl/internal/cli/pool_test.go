@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestPoolCreate(t *testing.T) {
@@ -26,6 +27,13 @@ func TestPoolCreate(t *testing.T) {
 			"--tenant-limit-for", "ci=4", "--tenant-limit-for", "adhoc=0", "--require-instance"}, ExitOK,
 			&coordinator.PoolSpec{Capacity: 5, SeatTTLSeconds: 30, TenantLimit: 2, TenantLimits: map[string]int{"ci": 4, "adhoc": 0}, RequireInstance: true}},
 		{"exists", []string{"pool", "create", "a", "--capacity", "3"}, ExitConflict, &coordinator.PoolSpec{Capacity: 2}},
+		// PoolSpec.Validate alone judges a spec: a tenant limit above the
+		// capacity is allowed (it only never binds), in YAML too; see
+		// config's TestPoolSpecAgreesWithPoolctl.
+		{"tenant limit above capacity", []string{"pool", "create", "e", "--capacity", "2", "--tenant-limit", "5"}, ExitOK,
+			&coordinator.PoolSpec{Capacity: 2, TenantLimit: 5}},
+		{"tenant limit negative", []string{"pool", "create", "c", "--capacity", "2", "--tenant-limit=-1"}, ExitUsage, nil},
+		{"tenant override negative", []string{"pool", "create", "c", "--capacity", "2", "--tenant-limit-for", "ci=-1"}, ExitUsage, nil},
 		{"capacity zero", []string{"pool", "create", "c", "--capacity", "0"}, ExitUsage, nil},
 		{"capacity negative", []string{"pool", "create", "c", "--capacity=-1"}, ExitUsage, nil},
 		{"capacity missing", []string{"pool", "create", "c"}, ExitUsage, nil},
@@ -42,7 +50,7 @@ func TestPoolCreate(t *testing.T) {
 			r := h.run(tt.args...)
 			r.want(t, tt.code)
 			name := tt.args[2]
-			p, err := h.c.GetPool(ctxT(t, 5*time.Second), name)
+			p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), name)
 			if tt.spec == nil {
 				if !errors.Is(err, coordinator.ErrPoolNotFound) && !errors.Is(err, coordinator.ErrInvalid) {
 					t.Fatalf("pool %q exists after a failed create: %v %+v", name, err, p)
@@ -167,7 +175,7 @@ func TestPoolSet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h.run(append([]string{"pool", "set", "p"}, tt.args...)...).want(t, tt.code)
-			p, err := h.c.GetPool(ctxT(t, 5*time.Second), "p")
+			p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "p")
 			if err != nil || !reflect.DeepEqual(p.Spec, tt.want) {
 				t.Fatalf("spec = %+v (%v), want %+v", p.Spec, err, tt.want)
 			}
@@ -185,22 +193,22 @@ func TestPoolSet(t *testing.T) {
 		}
 		h.run("pool", "set", "bad", "--ttl", "5s").want(t, ExitError)
 		h.run("pool", "set", "bad", "--capacity", "2").want(t, ExitOK)
-		if p, err := h.c.GetPool(ctxT(t, 5*time.Second), "bad"); err != nil || p.Spec.Capacity != 2 {
+		if p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "bad"); err != nil || p.Spec.Capacity != 2 {
 			t.Fatalf("after repair: %+v %v", p, err)
 		}
 	})
 }
 
-// TestPoolSetConcurrent runs setRetries setters at once, each adding its
+// TestPoolSetConcurrent runs setPolicy.Tries setters at once, each adding its
 // own tenant override. Every failed compare-and-swap means another setter
-// succeeded, so each needs at most setRetries attempts: all must succeed
+// succeeded, so each needs at most setPolicy.Tries attempts: all must succeed
 // and no override may be lost.
 func TestPoolSetConcurrent(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 1})
 	var wg sync.WaitGroup
-	results := make([]result, setRetries)
-	for i := range setRetries {
+	results := make([]result, setPolicy.Tries)
+	for i := range int(setPolicy.Tries) {
 		wg.Go(func() {
 			results[i] = h.run("pool", "set", "p", "--tenant-limit-for", fmt.Sprintf("t%d=%d", i, i+1))
 		})
@@ -211,7 +219,7 @@ func TestPoolSetConcurrent(t *testing.T) {
 		r.want(t, ExitOK)
 		want[fmt.Sprintf("t%d", i)] = i + 1
 	}
-	p, err := h.c.GetPool(ctxT(t, 5*time.Second), "p")
+	p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "p")
 	if err != nil || !reflect.DeepEqual(p.Spec.TenantLimits, want) {
 		t.Fatalf("overrides = %v (%v), want %v: an update was lost", p.Spec.TenantLimits, err, want)
 	}
@@ -224,7 +232,7 @@ func TestPoolDelete(t *testing.T) {
 	cl := h.claim("busy")
 	t.Run("refuses while held", func(t *testing.T) {
 		h.run("pool", "delete", "busy").want(t, ExitConflict)
-		if _, err := h.c.GetPool(ctxT(t, 5*time.Second), "busy"); err != nil {
+		if _, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), "busy"); err != nil {
 			t.Fatalf("pool gone after a refused delete: %v", err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestRelease(t *testing.T) {
@@ -17,7 +18,7 @@ func TestRelease(t *testing.T) {
 	seat := func(cl *coordinator.Claim) string { return fmt.Sprint(cl.Seat()) }
 	held := func(t *testing.T, cl *coordinator.Claim) {
 		t.Helper()
-		s, err := h.c.Seat(ctxT(t, 5*time.Second), "gpu", cl.Seat())
+		s, err := h.c.Seat(testkit.Ctx(t, 5*time.Second), "gpu", cl.Seat())
 		if err != nil || s.Token != cl.Token() {
 			t.Fatalf("seat %d is no longer held under token %d: %+v %v", cl.Seat(), cl.Token(), s, err)
 		}
@@ -89,7 +90,7 @@ func TestReleaseRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h.run(append([]string{"release"}, tt.args...)...).want(t, tt.code)
-			s, err := h.c.Seat(ctxT(t, 5*time.Second), "gpu", cl.Seat())
+			s, err := h.c.Seat(testkit.Ctx(t, 5*time.Second), "gpu", cl.Seat())
 			if err != nil || s.Token != cl.Token() {
 				t.Fatalf("seat %d is no longer held under token %d: %+v %v", cl.Seat(), cl.Token(), s, err)
 			}
@@ -101,7 +102,7 @@ func TestDrain(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 2})
 	agent := h.session(10 * time.Second)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Ctx(t, 10*time.Second)
 	if _, err := h.c.RegisterInstance(ctx, "gpu", agent.Lease(), coordinator.Instance{ID: "node-1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestRoles applies each actor's role with `poolctl roles --apply` to an
@@ -40,9 +40,9 @@ func TestRoles(t *testing.T) {
 	}
 	// An instance for the claimant to bind to, registered as the agent.
 	agentCli := h.userClient(t, "agent", "pw")
-	agentCo := agenttest.Coordinator(t, agentCli)
-	sess := agenttest.Session(t, agentCli, 10*time.Second)
-	if _, err := agentCo.RegisterInstance(ctxT(t, 10*time.Second), "p", sess.Lease(), coordinator.Instance{ID: "i0", Seats: 2}); err != nil {
+	agentCo := testkit.Coordinator(t, agentCli)
+	sess := testkit.Session(t, agentCli, 10*time.Second)
+	if _, err := agentCo.RegisterInstance(testkit.Ctx(t, 10*time.Second), "p", sess.Lease(), coordinator.Instance{ID: "i0", Seats: 2}); err != nil {
 		t.Fatalf("agent role: register instance: %v", err)
 	}
 

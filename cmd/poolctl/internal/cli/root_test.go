@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,18 +11,13 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // deadEndpoint is a loopback address nothing listens on.
 func deadEndpoint(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return testkit.FreeAddr(t)
 }
 
 func runArgs(inv *invocation, args ...string) result {

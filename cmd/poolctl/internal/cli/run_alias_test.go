@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestRunSidecarFlagNames checks that run takes the sidecar's names for
@@ -14,7 +15,7 @@ func TestRunSidecarFlagNames(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 2})
 	agent := h.session(10 * time.Second)
-	if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "p", agent.Lease(),
+	if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "p", agent.Lease(),
 		coordinator.Instance{ID: "i0", Labels: map[string]string{"zone": "a", "kind": "x"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestRunDrainNotice drains the instance of a running command's seat: the
@@ -20,7 +20,7 @@ func TestRunDrainNotice(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 2})
 	agent := h.session(10 * time.Second)
-	if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "p", agent.Lease(), coordinator.Instance{ID: "node-1", Seats: 2}); err != nil {
+	if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "p", agent.Lease(), coordinator.Instance{ID: "node-1", Seats: 2}); err != nil {
 		t.Fatal(err)
 	}
 	dir, inv := t.TempDir(), newInvocation()
@@ -42,7 +42,7 @@ while [ ! -e "$D/stop" ]; do sleep 0.05; done`
 		t.Error("the drain file is missing while the instance drains")
 	}
 	h.run("undrain", "p", "node-1").want(t, ExitOK)
-	agenttest.Eventually(t, 10*time.Second, "drain file removed after undrain", func() bool { return !exists(file) })
+	testkit.Eventually(t, 10*time.Second, "drain file removed after undrain", func() bool { return !exists(file) })
 	h.heldBy(t, "p", "drained") // still held
 	touch(t, filepath.Join(dir, "stop"))
 	wait().want(t, ExitOK)

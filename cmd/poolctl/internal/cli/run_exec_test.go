@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestRunCommandExitCodes checks the shell's codes for a command that
@@ -47,7 +48,7 @@ func TestRunCommandExitCodes(t *testing.T) {
 			if !strings.Contains(r.err, tt.says) {
 				t.Errorf("stderr %q does not say %q", r.err, tt.says)
 			}
-			if seats, err := h.c.Seats(ctxT(t, 5*time.Second), "p"); err != nil || len(seats) != 0 {
+			if seats, err := h.c.Seats(testkit.Ctx(t, 5*time.Second), "p"); err != nil || len(seats) != 0 {
 				t.Errorf("seats after a failed start: %+v %v, want none", seats, err)
 			}
 		})

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestRunSeatLost takes the seat away while the command runs, in every way
@@ -22,7 +22,7 @@ func TestRunSeatLost(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 4})
 	agent := h.session(10 * time.Second)
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testkit.Ctx(t, 60*time.Second)
 	if _, err := h.c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "node-1", Seats: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRunStopsGrandchildren(t *testing.T) {
 		pid := readPid(t, filepath.Join(dir, "pid"))
 		h.run("release", "p", itoa(h.heldBy(t, "p", "forker").Seat), "--force").want(t, ExitOK)
 		wait().want(t, ExitSeatLost)
-		agenttest.Eventually(t, 5*time.Second, "grandchild to go", func() bool { return agenttest.PidGone(pid) })
+		testkit.Eventually(t, 5*time.Second, "grandchild to go", func() bool { return testkit.PidGone(pid) })
 	})
 	t.Run("command exited leaving a setsid'd child", func(t *testing.T) {
 		if runtime.GOOS != "linux" {
@@ -103,7 +103,7 @@ func TestRunStopsGrandchildren(t *testing.T) {
 		dir, inv := t.TempDir(), newInvocation()
 		r := h.runChild(t, inv, dir, []string{"p"}, `setsid sh -c 'echo $$ > "$D/pid"; exec sleep 300' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 0`)()
 		r.want(t, ExitOK)
-		if pid := readPid(t, filepath.Join(dir, "pid")); !agenttest.PidGone(pid) {
+		if pid := readPid(t, filepath.Join(dir, "pid")); !testkit.PidGone(pid) {
 			t.Errorf("the command's setsid'd child %d still runs after run returned", pid)
 		}
 	})
@@ -111,7 +111,7 @@ func TestRunStopsGrandchildren(t *testing.T) {
 		dir, inv := t.TempDir(), newInvocation()
 		r := h.runChild(t, inv, dir, []string{"p"}, `sleep 300 & echo $! > "$D/pid"; exit 0`)()
 		r.want(t, ExitOK)
-		if pid := readPid(t, filepath.Join(dir, "pid")); !agenttest.PidGone(pid) {
+		if pid := readPid(t, filepath.Join(dir, "pid")); !testkit.PidGone(pid) {
 			t.Errorf("the command's background child %d still runs after run returned", pid)
 		}
 	})

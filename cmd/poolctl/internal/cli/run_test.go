@@ -16,8 +16,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // loop keeps a child shell busy in short sleeps, so that a trap runs soon
@@ -27,7 +27,7 @@ const loop = `touch "$D/ready"; while :; do sleep 0.05; done`
 // leases lists the cluster's live leases.
 func (h *harness) leases(t testing.TB) []clientv3.LeaseID {
 	t.Helper()
-	resp, err := h.cli.Leases(ctxT(t, 5*time.Second))
+	resp, err := h.cli.Leases(testkit.Ctx(t, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +52,14 @@ func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 func waitFile(t testing.TB, path string) {
 	t.Helper()
-	agenttest.Eventually(t, 10*time.Second, filepath.Base(path), func() bool { return exists(path) })
+	testkit.Eventually(t, 10*time.Second, filepath.Base(path), func() bool { return exists(path) })
 }
 
 func readPid(t testing.TB, path string) int {
 	t.Helper()
 	waitFile(t, path)
 	var pid int
-	agenttest.Eventually(t, 5*time.Second, "pid in "+path, func() bool {
+	testkit.Eventually(t, 5*time.Second, "pid in "+path, func() bool {
 		b, _ := os.ReadFile(path)
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		pid = n
@@ -72,7 +72,7 @@ func readPid(t testing.TB, path string) int {
 func (h *harness) heldBy(t testing.TB, pool, holder string) coordinator.Seat {
 	t.Helper()
 	var seat coordinator.Seat
-	agenttest.Eventually(t, 10*time.Second, holder+"'s seat", func() bool {
+	testkit.Eventually(t, 10*time.Second, holder+"'s seat", func() bool {
 		seats, err := h.c.Seats(context.Background(), pool)
 		for _, s := range seats {
 			if s.Holder == holder {
@@ -90,7 +90,7 @@ func TestRunEnvAndExitCode(t *testing.T) {
 	h.createPool("bound", coordinator.PoolSpec{Capacity: 1})
 	agent := h.session(10 * time.Second)
 	in := coordinator.Instance{ID: "node-1", Addr: "10.0.0.1:9000"}
-	if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "bound", agent.Lease(), in); err != nil {
+	if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "bound", agent.Lease(), in); err != nil {
 		t.Fatal(err)
 	}
 	before := h.leases(t)
@@ -135,7 +135,7 @@ func TestRunEnvAndExitCode(t *testing.T) {
 					t.Error("ETCDPOOL_PASSWORD reached the command")
 				}
 			}
-			if seats, err := h.c.Seats(ctxT(t, 5*time.Second), tt.pool); err != nil || len(seats) != 0 {
+			if seats, err := h.c.Seats(testkit.Ctx(t, 5*time.Second), tt.pool); err != nil || len(seats) != 0 {
 				t.Errorf("seats after run: %+v %v, want none", seats, err)
 			}
 			if got := h.leases(t); !slices.Equal(got, before) {

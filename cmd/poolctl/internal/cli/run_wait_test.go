@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestRunWaiting(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 1})
 	blocker := h.claim("p", coordinator.WithHolder("blocker"))
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testkit.Ctx(t, 60*time.Second)
 	before := h.leases(t)
 	emptyQueue := func(t *testing.T) {
 		t.Helper()
@@ -43,7 +43,7 @@ func TestRunWaiting(t *testing.T) {
 	t.Run("interrupted while waiting", func(t *testing.T) {
 		inv := newInvocation()
 		wait := h.runChild(t, inv, t.TempDir(), []string{"p"}, `true`)
-		agenttest.Eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
+		testkit.Eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
 		inv.sigs.send(t, os.Interrupt)
 		wait().want(t, ExitInterrupted)
 		emptyQueue(t)
@@ -51,7 +51,7 @@ func TestRunWaiting(t *testing.T) {
 	t.Run("waits as long as it takes", func(t *testing.T) {
 		dir := t.TempDir()
 		wait := h.runChild(t, newInvocation(), dir, []string{"p"}, `touch "$D/ran"`)
-		agenttest.Eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
+		testkit.Eventually(t, 10*time.Second, "waiter", func() bool { ws, _ := h.c.Queue(ctx, "p"); return len(ws) == 1 })
 		if exists(filepath.Join(dir, "ran")) {
 			t.Fatal("the command ran before a seat was free")
 		}

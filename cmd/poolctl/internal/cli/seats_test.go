@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestSeats(t *testing.T) {
@@ -62,7 +62,7 @@ func TestInstances(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 4})
 	agent := h.session(10 * time.Second)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Ctx(t, 10*time.Second)
 	for _, in := range []coordinator.Instance{
 		{ID: "node-1", Addr: "10.0.0.1:9000", Seats: 2, Labels: map[string]string{"zone": "a"}, Agent: "agent-1"},
 		{ID: "node-2", Seats: 1, State: coordinator.InstanceDraining},
@@ -104,7 +104,7 @@ func TestQueue(t *testing.T) {
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 1})
 	agent := h.session(10 * time.Second)
 	in := coordinator.Instance{ID: "node-1", Seats: 3, Labels: map[string]string{"zone": "a"}}
-	if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "gpu", agent.Lease(), in); err != nil {
+	if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "gpu", agent.Lease(), in); err != nil {
 		t.Fatal(err)
 	}
 	h.claim("gpu", coordinator.WithHolder("holder"))
@@ -122,9 +122,9 @@ func TestQueue(t *testing.T) {
 		return func() bool { ws, err := h.c.Queue(ctx, "gpu"); return err == nil && len(ws) == n }
 	}
 	wait("first", coordinator.WithTenant("ci"))
-	agenttest.Eventually(t, 10*time.Second, "first waiter", queued(1))
+	testkit.Eventually(t, 10*time.Second, "first waiter", queued(1))
 	wait("second", coordinator.WithLabels(map[string]string{"zone": "a"}))
-	agenttest.Eventually(t, 10*time.Second, "second waiter", queued(2))
+	testkit.Eventually(t, 10*time.Second, "second waiter", queued(2))
 	t.Run("table", func(t *testing.T) {
 		r := h.run("queue", "gpu")
 		r.want(t, ExitOK)

@@ -31,18 +31,13 @@ func (f *specFlags) add(cmd *cobra.Command) {
 	fl.BoolVar(&f.RequireInstance, "require-instance", false, "bind every claim to a registered instance")
 }
 
-// parse checks the flags a user gave; changed tells which.
+// parse reads the flags a user gave; changed tells which. It checks only
+// what a flag's text must be to mean a spec field (--ttl in whole seconds,
+// --tenant-limit-for as TENANT=N); whether the spec it makes is valid is
+// for coordinator.PoolSpec.Validate alone to judge.
 func (f *specFlags) parse(changed func(string) bool) error {
-	if changed("capacity") && (f.Capacity < 1 || f.Capacity > coordinator.MaxCapacity) {
-		return usageError("--capacity %d: must be 1..%d", f.Capacity, coordinator.MaxCapacity)
-	}
-	if changed("ttl") && f.TTL != 0 {
-		if f.TTL%time.Second != 0 || f.TTL < coordinator.MinTTL || f.TTL > coordinator.MaxTTL {
-			return usageError("--ttl %v: must be whole seconds in %v..%v", f.TTL, coordinator.MinTTL, coordinator.MaxTTL)
-		}
-	}
-	if changed("tenant-limit") && f.TenantLimit < 0 {
-		return usageError("--tenant-limit %d: must be 0 (none) or more", f.TenantLimit)
+	if changed("ttl") && f.TTL%time.Second != 0 {
+		return usageError("--ttl %v: must be whole seconds (the spec stores seconds)", f.TTL)
 	}
 	f.overrides = map[string]int{}
 	for _, kv := range f.TenantLimitFor {
@@ -55,11 +50,17 @@ func (f *specFlags) parse(changed func(string) bool) error {
 	return nil
 }
 
+// invalidSpec reports a spec that PoolSpec.Validate refused, as bad usage
+// of the flags that made it.
+func invalidSpec(err error) error {
+	return classify(errUsage, fmt.Errorf("the pool spec the flags make is invalid: %w", err))
+}
+
 func parseTenantLimit(kv string) (string, int, error) {
 	t, v, ok := strings.Cut(kv, "=")
 	n, err := strconv.Atoi(v)
-	if !ok || t == "" || err != nil || n < 0 {
-		return "", 0, usageError("--tenant-limit-for %q: want TENANT=N with N >= 0", kv)
+	if !ok || t == "" || err != nil {
+		return "", 0, usageError("--tenant-limit-for %q: want TENANT=N", kv)
 	}
 	return t, n, nil
 }

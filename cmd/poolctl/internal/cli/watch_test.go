@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // startWatch runs poolctl watch in the background and returns once it
@@ -21,11 +21,11 @@ func (h *harness) startWatch(t *testing.T, pool string, args ...string) (*invoca
 	t.Helper()
 	inv := newInvocation()
 	wait := h.start(inv, append([]string{"watch"}, args...)...)
-	p, err := h.c.GetPool(ctxT(t, 5*time.Second), pool)
+	p, err := h.c.GetPool(testkit.Ctx(t, 5*time.Second), pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	agenttest.Eventually(t, 10*time.Second, "watch to stream", func() bool {
+	testkit.Eventually(t, 10*time.Second, "watch to stream", func() bool {
 		if _, err := h.c.UpdatePool(context.Background(), pool, p.Spec, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestWatchJSON(t *testing.T) {
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 1})
 	h.createPool("other", coordinator.PoolSpec{Capacity: 1})
 	inv, wait := h.startWatch(t, "gpu", "gpu", "-o", "json")
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
 	a := h.claim("gpu", coordinator.WithHolder("alice"), coordinator.WithTenant("ci"))
 	h.claim("other", coordinator.WithHolder("elsewhere")) // not in this watch
 	bob := make(chan *coordinator.Claim, 1)
@@ -67,7 +67,7 @@ func TestWatchJSON(t *testing.T) {
 		}
 		bob <- cl
 	}()
-	agenttest.Eventually(t, 10*time.Second, "bob to queue", func() bool { return strings.Contains(inv.out.String(), "waiter-joined") })
+	testkit.Eventually(t, 10*time.Second, "bob to queue", func() bool { return strings.Contains(inv.out.String(), "waiter-joined") })
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestWatchJSON(t *testing.T) {
 	}
 	c := h.claim("gpu", coordinator.WithHolder("carol"))
 	etcdtest.Revoke(t, h.cli, c.Lease())
-	agenttest.Eventually(t, 10*time.Second, "expiry event", func() bool { return strings.Contains(inv.out.String(), "seat-expired") })
+	testkit.Eventually(t, 10*time.Second, "expiry event", func() bool { return strings.Contains(inv.out.String(), "seat-expired") })
 	inv.sigs.send(t, os.Interrupt)
 	r := wait()
 	r.want(t, ExitOK)
@@ -114,11 +114,11 @@ func TestWatchTable(t *testing.T) {
 	inv, wait := h.startWatch(t, "gpu")
 	h.createPool("new", coordinator.PoolSpec{Capacity: 1})
 	cl := h.claim("new", coordinator.WithHolder("alice"))
-	if err := cl.Release(ctxT(t, 5*time.Second)); err != nil {
+	if err := cl.Release(testkit.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	h.run("pool", "delete", "new").want(t, ExitOK)
-	agenttest.Eventually(t, 10*time.Second, "pool-deleted", func() bool { return strings.Contains(inv.out.String(), "pool-deleted") })
+	testkit.Eventually(t, 10*time.Second, "pool-deleted", func() bool { return strings.Contains(inv.out.String(), "pool-deleted") })
 	inv.sigs.send(t, os.Interrupt)
 	r := wait()
 	r.want(t, ExitOK)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package agenttest
+package testkit
 
 import (
 	"errors"

@@ -1,12 +1,15 @@
-// Package agenttest holds the helpers that the tests of agent,
-// internal/metrics, poolagent and poolctl share, so that each is written
-// once: polling with a deadline, a goroutine-safe buffer for a process's
-// output, a check that a process is gone, files in a temp dir, flattened
-// Prometheus series, and a coordinator, sessions and pools on a real etcd
-// (start one with internal/etcdtest; nothing here mocks etcd).
+// Package testkit is the one kit of helpers that etcdpool's tests share,
+// so that each is written once: ports the OS picks, contexts bounded by a
+// test, polling with a deadline (Eventually, Consistently), a
+// goroutine-safe buffer for a process's output, a check that a process is
+// gone, files in a temp dir, flattened Prometheus series, a coordinator,
+// sessions, pools and claims on a real etcd, and an embedded etcd that a
+// TestMain starts for a whole package (StartShared). Nothing here mocks
+// etcd; internal/etcdtest starts members and clusters with faults.
 //
-// Every helper fails the test on error and cleans up after it.
-package agenttest
+// Every helper that takes a testing.TB fails the test on error and cleans
+// up after it.
+package testkit
 
 import (
 	"bytes"
