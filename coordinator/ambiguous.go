@@ -36,7 +36,7 @@ func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req 
 	}
 	c.log.Warn("ambiguous claim txn", "pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", cause)
 	var resp *clientv3.TxnResponse
-	err := retry(ctx, s, func() (err error) {
+	err := withRetry(ctx, s, func() (err error) {
 		resp, err = c.fenceAndRead(ctx, s, pool)
 		if errors.Is(err, ErrSessionExpired) {
 			return nil // nothing of this lease can commit any more
@@ -103,7 +103,7 @@ func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mv
 // fence-and-read until it succeeds, then releases any seat or queue entry
 // the attempt left. It stops when the session or the Coordinator ends.
 func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req claimRequest) {
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+	for b := reapRetry.Backoff(); ; {
 		rctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 		resp, err := c.fenceAndRead(rctx, s, pool)
 		if err == nil {
@@ -126,7 +126,7 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 			return
 		case <-s.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(b.NextBackOff()):
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestAmbiguousClaimIsCleanedUp: the claim txn reaches etcd and commits, but
@@ -20,10 +21,10 @@ func TestAmbiguousClaimIsCleanedUp(t *testing.T) {
 	direct := cl.Client(t)
 	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
 	cli := newClient(t, proxy.URL())
-	c := newCoordOn(t, cli, coordinator.WithCleanupTimeout(time.Second))
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	s := newSession(t, cli, 30*time.Second)
+	c := testkit.Coordinator(t, cli, coordinator.WithCleanupTimeout(time.Second))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := testkit.Session(t, cli, 30*time.Second)
 	warm, err := c.Claim(ctx, s, "p") // warm the connection and the pool cache
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestAmbiguousClaimIsCleanedUp(t *testing.T) {
 		t.Fatalf("the lost attempt should have committed in etcd: held %d (%v)", st.Held, err)
 	}
 	proxy.Restore()
-	eventually(t, 20*time.Second, "the orphaned seat to be released", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the orphaned seat to be released", func() bool {
 		st, err := obs.PoolStatus(ctx, "p")
 		return err == nil && st.Held == 0
 	})

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // BenchmarkContention: 64 contenders on 16 seats, each with its own
@@ -41,7 +42,7 @@ func benchContention(b *testing.B, hold time.Duration) {
 	ctx := context.Background()
 	sessions := make([]*coordinator.Session, contenders)
 	for i := range sessions {
-		sessions[i] = newSession(b, cli, 30*time.Second)
+		sessions[i] = testkit.Session(b, cli, 30*time.Second)
 	}
 	// One unrecorded round each: sessions, connections and the pool cache
 	// warm up, as in any long-running service.

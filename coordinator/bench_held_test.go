@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // BenchmarkCycleAtHeld: claim+release on a pool where 10,000 seats are
@@ -17,16 +18,16 @@ import (
 func BenchmarkCycleAtHeld(b *testing.B) {
 	const held = 10_000
 	cli := benchEtcd(b)
-	c := newCoordOn(b, cli, coordinator.WithPrefix("/bench"))
-	createPool(b, c, "empty", coordinator.PoolSpec{Capacity: 2 * held})
-	createPool(b, c, "full", coordinator.PoolSpec{Capacity: 2 * held})
+	c := testkit.Coordinator(b, cli, coordinator.WithPrefix("/bench"))
+	testkit.CreatePool(b, c, "empty", coordinator.PoolSpec{Capacity: 2 * held})
+	testkit.CreatePool(b, c, "full", coordinator.PoolSpec{Capacity: 2 * held})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for w := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := newSession(b, cli, time.Minute)
+			s := testkit.Session(b, cli, time.Minute)
 			for i := w; i < held; i += 16 {
 				if _, err := c.Claim(ctx, s, "full"); err != nil {
 					b.Error(err)
@@ -36,7 +37,7 @@ func BenchmarkCycleAtHeld(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	s := newSession(b, cli, time.Minute)
+	s := testkit.Session(b, cli, time.Minute)
 	var empty, full []time.Duration
 	cycle := func(pool string) time.Duration {
 		t0 := time.Now()

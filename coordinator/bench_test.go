@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // Benchmarks run against one embedded etcd with fsync on, in one process,
@@ -22,7 +23,7 @@ import (
 
 func benchEtcd(b *testing.B) *clientv3.Client {
 	b.Helper()
-	srv, err := embedetcd.Start(embedetcd.Config{Dir: b.TempDir(), ClientAddr: freeAddr(), PeerAddr: freeAddr()})
+	srv, err := embedetcd.Start(embedetcd.Config{Dir: b.TempDir(), ClientAddr: testkit.FreeAddr(b), PeerAddr: testkit.FreeAddr(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,8 +34,8 @@ func benchEtcd(b *testing.B) *clientv3.Client {
 // benchPool starts an etcd with a pool "p" of the given capacity.
 func benchPool(b *testing.B, capacity int) (*clientv3.Client, *coordinator.Coordinator) {
 	cli := benchEtcd(b)
-	c := newCoordOn(b, cli, coordinator.WithPrefix("/bench"))
-	createPool(b, c, "p", coordinator.PoolSpec{Capacity: capacity})
+	c := testkit.Coordinator(b, cli, coordinator.WithPrefix("/bench"))
+	testkit.CreatePool(b, c, "p", coordinator.PoolSpec{Capacity: capacity})
 	return cli, c
 }
 
@@ -66,7 +67,7 @@ func benchCycle(b *testing.B, clients int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := newSession(b, cli, 30*time.Second)
+			s := testkit.Session(b, cli, 30*time.Second)
 			var r, p []time.Duration
 			for i := w; i < b.N; i += clients {
 				t0 := time.Now()
@@ -127,7 +128,7 @@ func p50(d []time.Duration) time.Duration {
 func BenchmarkReleaseToGrant(b *testing.B) {
 	cli, c := benchPool(b, 1)
 	ctx := context.Background()
-	s := newSession(b, cli, 30*time.Second)
+	s := testkit.Session(b, cli, 30*time.Second)
 	var raw, fromCommit, fromCall []time.Duration
 	holder, err := c.Claim(ctx, s, "p")
 	if err != nil {

@@ -54,7 +54,7 @@ func (c *Coordinator) refreshShared(ctx context.Context, s *Session, sh *sharedS
 	if !wait {
 		return c.refresh(ctx, sh, pool)
 	}
-	return retry(ctx, s, func() error { return c.refresh(ctx, sh, pool) })
+	return withRetry(ctx, s, func() error { return c.refresh(ctx, sh, pool) })
 }
 
 func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string) error {

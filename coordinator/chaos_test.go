@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestChaos runs claimant processes against a 3-member etcd cluster of
@@ -93,8 +94,8 @@ type claimantProc struct {
 func newChaos(t *testing.T) *chaos {
 	pc := etcdtest.StartProcs(t, 3)
 	cli := pc.Client(t)
-	c := newCoordOn(t, cli, coordinator.WithPrefix(chaosPrefix))
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(chaosPrefix))
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
 	wctx, stop := context.WithCancel(context.Background())
 	h, wch := watchHistoryUnder(wctx, t, cli, chaosPrefix, chaosPrefix+"/pools/p/")
 	h.fenced = chaosFenced

@@ -79,6 +79,7 @@ func defaultHolder() string {
 func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
 	sh := c.shared(pool)
 	fresh := false
+	contention := contentionRetry.Backoff()
 	for failed := 0; ; {
 		if err := alive(ctx, s); err != nil {
 			return nil, err
@@ -111,7 +112,7 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 			// with jitter rather than spin.
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Duration(rand.IntN(1<<min(failed, 8))) * time.Millisecond):
+			case <-time.After(contention.NextBackOff()):
 			}
 		}
 	}

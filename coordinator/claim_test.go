@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestClaimReleaseCycle(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "hearing", coordinator.PoolSpec{Capacity: 2})
-	s := newSession(t, cli, 5*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "hearing", coordinator.PoolSpec{Capacity: 2})
+	s := testkit.Session(t, cli, 5*time.Second)
 
 	a := mustClaim(t, ctx, c, s, "hearing", coordinator.WithHolder("alice"))
 	b := mustClaim(t, ctx, c, s, "hearing", coordinator.WithHolder("bob"))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestLeaderStopMidRun runs claimants on a 3-member cluster, stops the
@@ -24,9 +25,9 @@ func TestLeaderStopMidRun(t *testing.T) {
 	}
 	cl := etcdtest.StartCluster(t, 3)
 	cli := cl.Client(t)
-	c := newCoordOn(t, cli, coordinator.WithPrefix("/ha"))
-	ctx := ctxT(t, 5*time.Minute)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 2})
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix("/ha"))
+	ctx := testkit.Ctx(t, 5*time.Minute)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 2})
 	h, wch := watchHistory(ctx, t, cli, "/ha/pools/p/")
 
 	var grants atomic.Int64
@@ -39,12 +40,12 @@ func TestLeaderStopMidRun(t *testing.T) {
 			haWorker(runCtx, t, c, cli, w, &grants)
 		}()
 	}
-	eventually(t, 2*time.Minute, "200 grants before the leader stops", func() bool { return grants.Load() >= 200 })
+	testkit.Eventually(t, 2*time.Minute, "200 grants before the leader stops", func() bool { return grants.Load() >= 200 })
 	leader := cl.Leader(t)
 	cl.Stop(leader)
 	stoppedAt := grants.Load()
 	t.Logf("stopped leader m%d after %d grants", leader, stoppedAt)
-	eventually(t, 2*time.Minute, "200 grants after the leader stopped", func() bool { return grants.Load() >= stoppedAt+200 })
+	testkit.Eventually(t, 2*time.Minute, "200 grants after the leader stopped", func() bool { return grants.Load() >= stoppedAt+200 })
 	stop()
 	wg.Wait()
 	cl.Restart(t, leader)

@@ -22,7 +22,7 @@ func examplePrefix(p string) string {
 
 // exampleClient dials the test etcd; real code dials its own cluster.
 func exampleClient() *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{sharedEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{shared.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		panic(err)
 	}

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -190,7 +189,7 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 	// Ended by its last user leaving (nobody to tell) or by Close: its
 	// users, if any, must not wait for a feed that is gone.
 	defer f.fail(fmt.Errorf("%w: coordinator closed while waiting on pool %q", ErrClosed, pool))
-	for backoff := 50 * time.Millisecond; ctx.Err() == nil; {
+	for b := waitRetry.Backoff(); ctx.Err() == nil; {
 		resp, err := c.getPool(ctx, pool)
 		if etcdclient.IsPermanent(err) {
 			f.fail(fmt.Errorf("coordinator: read pool %q (%s): %w", pool, c.k.pool(pool), err))
@@ -200,12 +199,11 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 			c.log.Debug("pool feed: read", "pool", pool, "err", err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(backoff/2 + rand.N(backoff)):
+			case <-time.After(b.NextBackOff()):
 			}
-			backoff = min(2*backoff, 500*time.Millisecond) // as in retry
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		b.Reset()
 		f.update(true, nil, func(st *poolState) { st.load(resp.Header.Revision, resp.Kvs) })
 		c.followFeed(ctx, pool, f, resp.Header.Revision)
 		f.update(false, nil, nil)

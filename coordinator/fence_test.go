@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestStaleReleaseDeletesNothing: a holder that lost its seat and a newer
@@ -17,14 +18,14 @@ import (
 // the old token must leave the newer claim alone (etcd#22082).
 func TestStaleReleaseDeletesNothing(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimit: 1})
-	old := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimit: 1})
+	old := testkit.Session(t, cli, 10*time.Second)
 	stale := mustClaim(t, ctx, c, old, "p", coordinator.WithTenant("acme"))
 	if _, err := cli.Revoke(ctx, old.Lease()); err != nil { // the old holder "dies"
 		t.Fatal(err)
 	}
-	fresh := mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p", coordinator.WithTenant("acme"))
+	fresh := mustClaim(t, ctx, c, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithTenant("acme"))
 	if fresh.Seat() != stale.Seat() || fresh.Token() <= stale.Token() {
 		t.Fatalf("want the same seat under a newer token: stale %d/%d fresh %d/%d", stale.Seat(), stale.Token(), fresh.Seat(), fresh.Token())
 	}
@@ -56,9 +57,9 @@ func TestStaleReleaseDeletesNothing(t *testing.T) {
 
 func TestForceReleaseTellsTheHolder(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	s := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := testkit.Session(t, cli, 10*time.Second)
 	cl := mustClaim(t, ctx, c, s, "p")
 	done := cl.Done()
 	if _, err := c.ForceRelease(ctx, "p", cl.Seat(), cl.Token()+1, "wrong token"); !errors.Is(err, coordinator.ErrStaleToken) {
@@ -83,9 +84,9 @@ func TestForceReleaseTellsTheHolder(t *testing.T) {
 
 func TestDoneReasons(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 4})
-	agent := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4})
+	agent := testkit.Session(t, cli, 10*time.Second)
 	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "bot-1", Addr: "10.0.0.1:80"}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestDoneReasons(t *testing.T) {
 		}
 	}
 
-	s := newSession(t, cli, 10*time.Second)
+	s := testkit.Session(t, cli, 10*time.Second)
 	bound := mustClaim(t, ctx, c, s, "p")
 	if in, ok := bound.Instance(); !ok || in.ID != "bot-1" || in.Addr != "10.0.0.1:80" {
 		t.Fatalf("claim bound to %+v %v", in, ok)
@@ -114,7 +115,7 @@ func TestDoneReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(bound, coordinator.ErrInstanceGone)
-	eventually(t, 10*time.Second, "the seat of the gone instance to be freed", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the seat of the gone instance to be freed", func() bool {
 		st, err := c.PoolStatus(ctx, "p")
 		return err == nil && st.Held == 0
 	})
@@ -147,8 +148,8 @@ func TestDoneReasons(t *testing.T) {
 // lease could have expired: at most TTL after the last keepalive.
 func TestLocalDeadlineFiresBeforeServerExpiry(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	var failures atomic.Int64
 	s, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(3*time.Second),
 		coordinator.WithKeepAliveFailure(func(error) { failures.Add(1) }))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,10 +23,10 @@ import (
 func TestFreedSeatsAreGrantedTogether(t *testing.T) {
 	m := &countingMetrics{}
 	c, cli := newCoord(t, coordinator.WithMetrics(m))
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testkit.Ctx(t, 60*time.Second)
 	const capacity, waiters = 6, 9
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: capacity})
-	dying := newSession(t, cli, 10*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: capacity})
+	dying := testkit.Session(t, cli, 10*time.Second)
 	for range capacity {
 		mustClaim(t, ctx, c, dying, "p")
 	}
@@ -35,7 +36,7 @@ func TestFreedSeatsAreGrantedTogether(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithWait(), coordinator.WithHolder(fmt.Sprint(i)))
+			_, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithWait(), coordinator.WithHolder(fmt.Sprint(i)))
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				return
@@ -93,9 +94,9 @@ func TestFreedSeatsAreGrantedTogether(t *testing.T) {
 func TestFIFOHistory(t *testing.T) {
 	cl := etcdtest.Start(t)
 	cli := cl.Client(t)
-	c := newCoordOn(t, cli, coordinator.WithPrefix("/fifo"))
-	ctx := ctxT(t, 4*time.Minute)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix("/fifo"))
+	ctx := testkit.Ctx(t, 4*time.Minute)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	h, wch := watchHistory(wctx, t, cli, "/fifo/pools/p/")
@@ -173,13 +174,13 @@ func TestCloseEndsWaitingClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := newCoordOn(t, cli, coordinator.WithPrefix("/closewait"))
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
-	mustClaim(t, ctx, obs, newSession(t, cli, 10*time.Second), "p")
+	obs := testkit.Coordinator(t, cli, coordinator.WithPrefix("/closewait"))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
+	mustClaim(t, ctx, obs, testkit.Session(t, cli, 10*time.Second), "p")
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithWait())
+		_, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithWait())
 		errc <- err
 	}()
 	waitQueued(t, obs, "p", 1)

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestKeysDoNotGrowWithHistory: many claim/release cycles by short-lived
@@ -16,9 +17,9 @@ import (
 // keys after this run).
 func TestKeysDoNotGrowWithHistory(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 60*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 100_000})
-	pinned := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 100_000})
+	pinned := testkit.Session(t, cli, 10*time.Second)
 	mustClaim(t, ctx, c, pinned, "p") // one long-lived holder
 	for range 40 {
 		s, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(10*time.Second))

@@ -137,22 +137,6 @@ func (cl *Claim) lose(err error, detail string) {
 	}
 }
 
-func reasonOf(err error) string {
-	switch {
-	case errors.Is(err, ErrReleased):
-		return ReasonReleased
-	case errors.Is(err, ErrSessionExpired):
-		return ReasonExpired
-	case errors.Is(err, ErrForceReleased):
-		return ReasonForceReleased
-	case errors.Is(err, ErrInstanceGone):
-		return ReasonInstanceGone
-	case errors.Is(err, ErrPoolDeleted):
-		return ReasonPoolDeleted
-	}
-	return ReasonUnknown
-}
-
 // startMonitor watches the seat key, the bound instance's key and the
 // session, from the grant's revision so that nothing in between is missed.
 func (cl *Claim) startMonitor() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/etcdpool/etcdpool/internal/retry"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -140,12 +141,15 @@ func leaseIs(key string, lease clientv3.LeaseID) clientv3.Cmp {
 // operators; an agent changes its own instances with
 // SetInstanceStateIfOwner.
 func (c *Coordinator) SetInstanceState(ctx context.Context, pool, id string, state InstanceState) (Instance, error) {
-	for {
-		in, err := c.setInstanceState(ctx, pool, id, state, nil)
-		if !errors.Is(err, ErrConflict) {
-			return in, err
+	var in Instance
+	err := retry.Do(ctx, casRetry, func() (err error) {
+		in, err = c.setInstanceState(ctx, pool, id, state, nil)
+		if err != nil && !errors.Is(err, ErrConflict) {
+			return retry.Permanent(err)
 		}
-	}
+		return err
+	}, nil)
+	return in, err
 }
 
 // SetInstanceStateIfOwner is SetInstanceState for the agent that holds the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestInstanceWritesAreBoundToTheOwnerLease registers an instance under
@@ -14,9 +15,9 @@ import (
 // delete it; the claim survives the handover.
 func TestInstanceWritesAreBoundToTheOwnerLease(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
-	a, b := newSession(t, cli, 10*time.Second), newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	a, b := testkit.Session(t, cli, 10*time.Second), testkit.Session(t, cli, 10*time.Second)
 	in := coordinator.Instance{ID: "i1", Seats: 2, Agent: "a"}
 	if _, err := c.RegisterInstance(ctx, "p", a.Lease(), in); err != nil {
 		t.Fatal(err)
@@ -24,7 +25,7 @@ func TestInstanceWritesAreBoundToTheOwnerLease(t *testing.T) {
 	if _, err := c.RegisterInstance(ctx, "p", a.Lease(), in); err != nil {
 		t.Fatalf("re-register under the same lease: %v", err)
 	}
-	cl := mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p", coordinator.WithInstance("i1"))
+	cl := mustClaim(t, ctx, c, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithInstance("i1"))
 
 	var owned *coordinator.InstanceOwnedError
 	_, err := c.RegisterInstance(ctx, "p", b.Lease(), coordinator.Instance{ID: "i1", Agent: "b"})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // trials returns how many trials a fault test runs: short in the default
@@ -82,15 +83,15 @@ func TestLossBeforeRegrant(t *testing.T) {
 }
 
 func lossTrial(t *testing.T, cl *etcdtest.Cluster, i int) time.Duration {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
 	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
 	hcli := newClient(t, proxy.URL())
 	wcli, clock := newClockedClient(t, cl.Endpoint(0))
-	hc, wc := newCoordOn(t, hcli), newCoordOn(t, wcli)
+	hc, wc := testkit.Coordinator(t, hcli), testkit.Coordinator(t, wcli)
 	pool := fmt.Sprintf("loss%d", i)
-	createPool(t, wc, pool, coordinator.PoolSpec{Capacity: 1})
+	testkit.CreatePool(t, wc, pool, coordinator.PoolSpec{Capacity: 1})
 
-	hs := newSession(t, hcli, 2*time.Second)
+	hs := testkit.Session(t, hcli, 2*time.Second)
 	held := mustClaim(t, ctx, hc, hs, pool)
 	doneAt := make(chan time.Time, 1)
 	go func() { <-held.Done(); doneAt <- time.Now() }()
@@ -100,12 +101,12 @@ func lossTrial(t *testing.T, cl *etcdtest.Cluster, i int) time.Duration {
 		err error
 	}
 	got := make(chan result, 1)
-	ws := newSession(t, wcli, 10*time.Second)
+	ws := testkit.Session(t, wcli, 10*time.Second)
 	go func() {
 		c, err := wc.Claim(ctx, ws, pool, coordinator.WithWait())
 		got <- result{c, err}
 	}()
-	eventually(t, 10*time.Second, "the waiter to queue", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the waiter to queue", func() bool {
 		q, err := wc.Queue(ctx, pool)
 		return err == nil && len(q) == 1
 	})
@@ -145,16 +146,16 @@ func lossTrial(t *testing.T, cl *etcdtest.Cluster, i int) time.Duration {
 func TestHeldClaimReplyIsNotAGrant(t *testing.T) {
 	cl := etcdtest.Start(t)
 	direct := cl.Client(t)
-	obs := newCoordOn(t, direct)
+	obs := testkit.Coordinator(t, direct)
 	var late []time.Duration
 	for i := range trials(t, 3) {
-		ctx := ctxT(t, 30*time.Second) // per trial: the long mode runs hundreds
+		ctx := testkit.Ctx(t, 30*time.Second) // per trial: the long mode runs hundreds
 		pool := fmt.Sprintf("held%d", i)
-		createPool(t, obs, pool, coordinator.PoolSpec{Capacity: 1})
+		testkit.CreatePool(t, obs, pool, coordinator.PoolSpec{Capacity: 1})
 		proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
 		cli := newClient(t, proxy.URL())
-		c := newCoordOn(t, cli)
-		s := newSession(t, cli, 2*time.Second)
+		c := testkit.Coordinator(t, cli)
+		s := testkit.Session(t, cli, 2*time.Second)
 		warm := mustClaim(t, ctx, c, s, pool) // warm the connection and the pool cache
 		if err := warm.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -174,7 +175,7 @@ func TestHeldClaimReplyIsNotAGrant(t *testing.T) {
 			t.Fatalf("trial %d: the held txn should have committed: held %d, %v", i, st.Held, err)
 		}
 		proxy.Deliver()
-		eventually(t, 10*time.Second, "the orphaned seat to free", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the orphaned seat to free", func() bool {
 			st, err := obs.PoolStatus(ctx, pool)
 			return err == nil && st.Held == 0
 		})
@@ -189,20 +190,20 @@ func TestHeldClaimReplyIsNotAGrant(t *testing.T) {
 func TestWaitingClaimEndsAtDeadline(t *testing.T) {
 	cl := etcdtest.Start(t)
 	direct := cl.Client(t)
-	obs := newCoordOn(t, direct)
+	obs := testkit.Coordinator(t, direct)
 	var late []time.Duration
 	for i := range trials(t, 3) {
-		ctx := ctxT(t, 30*time.Second) // per trial: the long mode runs hundreds
+		ctx := testkit.Ctx(t, 30*time.Second) // per trial: the long mode runs hundreds
 		pool := fmt.Sprintf("wait%d", i)
-		createPool(t, obs, pool, coordinator.PoolSpec{Capacity: 1})
-		mustClaim(t, ctx, obs, newSession(t, direct, 10*time.Second), pool)
+		testkit.CreatePool(t, obs, pool, coordinator.PoolSpec{Capacity: 1})
+		mustClaim(t, ctx, obs, testkit.Session(t, direct, 10*time.Second), pool)
 		proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
 		cli := newClient(t, proxy.URL())
-		c := newCoordOn(t, cli)
-		s := newSession(t, cli, 2*time.Second)
+		c := testkit.Coordinator(t, cli)
+		s := testkit.Session(t, cli, 2*time.Second)
 		errc := make(chan error, 1)
 		go func() { _, err := c.Claim(ctx, s, pool, coordinator.WithWait()); errc <- err }()
-		eventually(t, 10*time.Second, "the claimant to queue", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the claimant to queue", func() bool {
 			q, err := obs.Queue(ctx, pool)
 			return err == nil && len(q) == 1
 		})

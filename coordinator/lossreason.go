@@ -1,5 +1,7 @@
 package coordinator
 
+import "errors"
+
 // LossReason maps the error a Claim ended with (Claim.Err, or an error
 // wrapping it) to one of the Reason constants: ReasonReleased,
 // ReasonExpired, ReasonForceReleased, ReasonInstanceGone,
@@ -7,6 +9,22 @@ package coordinator
 // the coordinator itself reports to Metrics.SeatLost, so a sidecar's seat
 // file, the logs and the metrics name a loss alike.
 func LossReason(err error) string { return reasonOf(err) }
+
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, ErrReleased):
+		return ReasonReleased
+	case errors.Is(err, ErrSessionExpired):
+		return ReasonExpired
+	case errors.Is(err, ErrForceReleased):
+		return ReasonForceReleased
+	case errors.Is(err, ErrInstanceGone):
+		return ReasonInstanceGone
+	case errors.Is(err, ErrPoolDeleted):
+		return ReasonPoolDeleted
+	}
+	return ReasonUnknown
+}
 
 // LossReason maps a seat event to the reason its holder lost the seat, or
 // "" when the seat was not lost: a claim, a plain release, or an event that

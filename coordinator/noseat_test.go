@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestNoSeatSaysWhy: a refused claim carries a typed reason, and the
 // message says it in words without internal markers.
 func TestNoSeatSaysWhy(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
-	mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p", coordinator.WithTenant("acme"))
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	mustClaim(t, ctx, c, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithTenant("acme"))
 	cases := []struct {
 		name string
 		opts []coordinator.ClaimOption
@@ -26,7 +27,7 @@ func TestNoSeatSaysWhy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", tc.opts...)
+			_, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p", tc.opts...)
 			var ns *coordinator.NoSeatError
 			if !errors.As(err, &ns) || !errors.Is(err, coordinator.ErrNoSeat) || ns.Reason != tc.want {
 				t.Fatalf("got %v, want a NoSeatError with reason %s", err, tc.want)
@@ -36,8 +37,8 @@ func TestNoSeatSaysWhy(t *testing.T) {
 			}
 		})
 	}
-	mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p")
-	_, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p")
+	mustClaim(t, ctx, c, testkit.Session(t, cli, 10*time.Second), "p")
+	_, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p")
 	var ns *coordinator.NoSeatError
 	if !errors.As(err, &ns) || ns.Reason != coordinator.WaitPoolFull || ns.Own() {
 		t.Fatalf("full pool: got %v, want WaitPoolFull", err)

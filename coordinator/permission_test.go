@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestPermissionDeniedEndsAtOnce: a claimant whose etcd user may read the
@@ -19,9 +20,9 @@ import (
 func TestPermissionDeniedEndsAtOnce(t *testing.T) {
 	cl := etcdtest.Start(t)
 	root := etcdtest.EnableAuth(t, cl.Client(t))
-	ctx := ctxT(t, 30*time.Second)
-	rc := newCoordOn(t, root)
-	createPool(t, rc, "gpu", coordinator.PoolSpec{Capacity: 1})
+	ctx := testkit.Ctx(t, 30*time.Second)
+	rc := testkit.Coordinator(t, root)
+	testkit.CreatePool(t, rc, "gpu", coordinator.PoolSpec{Capacity: 1})
 	if _, err := root.RoleAdd(ctx, "viewer"); err != nil {
 		t.Fatal(err)
 	}
@@ -31,8 +32,8 @@ func TestPermissionDeniedEndsAtOnce(t *testing.T) {
 	}
 	etcdtest.AddUser(t, root, "viewer", "pw", "viewer")
 	cli := etcdtest.UserClient(t, cl.Endpoints(), "viewer", "pw")
-	c := newCoordOn(t, cli)
-	s := newSession(t, cli, 10*time.Second)
+	c := testkit.Coordinator(t, cli)
+	s := testkit.Session(t, cli, 10*time.Second)
 	for _, tc := range []struct {
 		name string
 		opts []coordinator.ClaimOption

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestCapacityChange(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
 	p := createPoolRev(t, c, "p", coordinator.PoolSpec{Capacity: 4})
-	s := newSession(t, cli, 10*time.Second)
+	s := testkit.Session(t, cli, 10*time.Second)
 	var held []*coordinator.Claim
 	for range 4 {
 		cl, err := c.Claim(ctx, s, "p")
@@ -64,7 +65,7 @@ func TestCapacityChange(t *testing.T) {
 
 func createPoolRev(t testing.TB, c *coordinator.Coordinator, name string, spec coordinator.PoolSpec) coordinator.Pool {
 	t.Helper()
-	p, err := c.CreatePool(ctxT(t, 10*time.Second), name, spec)
+	p, err := c.CreatePool(testkit.Ctx(t, 10*time.Second), name, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +83,9 @@ func TestLongNameIsNotEchoed(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "ok", coordinator.PoolSpec{Capacity: 1})
-	s := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "ok", coordinator.PoolSpec{Capacity: 1})
+	s := testkit.Session(t, cli, 10*time.Second)
 	long := strings.Repeat("x", coordinator.MaxNameLen+1)
 	for _, tc := range []struct {
 		name string
@@ -143,8 +144,8 @@ func err2[T any](_ T, err error) error { return err }
 // panicking or granting seats.
 func TestCorruptSpec(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	s := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	s := testkit.Session(t, cli, 10*time.Second)
 	for name, raw := range map[string]string{
 		"notjson":  "{capacity: 3",
 		"empty":    "",

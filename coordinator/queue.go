@@ -120,6 +120,10 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 	val, _ := json.Marshal(waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: time.Now().UTC()})
 	sh := c.shared(pool)
 	fence := c.k.fence(pool, req.lease)
+	// No backoff: the only compare is this claimant's own fence, which
+	// changes only when it resolves an ambiguous attempt, and a failure
+	// reloads the fence from the Else read; so the loop runs at most once
+	// more per resolution, never in step with other claimants.
 	for {
 		sh.mu.Lock()
 		frev := sh.st.fences[req.lease]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // countingMetrics counts claim txns and grants.
@@ -39,7 +40,7 @@ func (m *countingMetrics) SeatLost(_, reason string) {
 // waitQueued polls until the pool's queue has n waiters.
 func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
 		q, err := c.Queue(context.Background(), pool)
 		return err == nil && len(q) == n
 	})
@@ -47,9 +48,9 @@ func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 
 func TestWaitersAreServedFIFO(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 60*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	s := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := testkit.Session(t, cli, 10*time.Second)
 	first := mustClaim(t, ctx, c, s, "p")
 	const n = 8
 	order := make(chan int, n)
@@ -90,14 +91,14 @@ func TestHerd(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli := newObservedClient(t, sharedEndpoint, count)
-	c := newCoordOn(t, cli, coordinator.WithMetrics(m), coordinator.WithPrefix("/herd"))
-	ctx := ctxT(t, 6*time.Minute)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	cli := newObservedClient(t, shared.Endpoint(), count)
+	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m), coordinator.WithPrefix("/herd"))
+	ctx := testkit.Ctx(t, 6*time.Minute)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	const n = 500
 	sessions := make([]*coordinator.Session, 10)
 	for i := range sessions {
-		sessions[i] = newSession(t, cli, 30*time.Second)
+		sessions[i] = testkit.Session(t, cli, 30*time.Second)
 	}
 	holder := mustClaim(t, ctx, c, sessions[0], "p")
 	var wg sync.WaitGroup
@@ -142,9 +143,9 @@ func TestHerd(t *testing.T) {
 
 func TestCancelledWaitLeavesNoKey(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	s := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := testkit.Session(t, cli, 10*time.Second)
 	if _, err := c.Claim(ctx, s, "p"); err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +170,11 @@ func TestCancelledWaitLeavesNoKey(t *testing.T) {
 // died must stop with an error, never be granted.
 func TestWaiterWhoseSessionDiesStops(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	hs := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	hs := testkit.Session(t, cli, 10*time.Second)
 	holder := mustClaim(t, ctx, c, hs, "p")
-	ws := newSession(t, cli, 10*time.Second)
+	ws := testkit.Session(t, cli, 10*time.Second)
 	errc := make(chan error, 1)
 	go func() {
 		cl, err := c.Claim(ctx, ws, "p", coordinator.WithWait())
@@ -196,8 +197,8 @@ func TestWaiterWhoseSessionDiesStops(t *testing.T) {
 // seat within TTL + 1.5s, and the waiter is granted.
 func TestLeaseExpiryFreesSeat(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	const ttl = 2 * time.Second
 	dead, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(ttl))
 	if err != nil {
@@ -206,7 +207,7 @@ func TestLeaseExpiryFreesSeat(t *testing.T) {
 	if _, err := c.Claim(ctx, dead, "p"); err != nil {
 		t.Fatal(err)
 	}
-	ws := newSession(t, cli, 10*time.Second)
+	ws := testkit.Session(t, cli, 10*time.Second)
 	granted := make(chan time.Time, 1)
 	go func() {
 		if _, err := c.Claim(ctx, ws, "p", coordinator.WithWait()); err != nil {
@@ -233,19 +234,19 @@ func TestCompactionWhileWaiting(t *testing.T) {
 	direct := cl.Client(t)
 	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
 	cli := newClient(t, proxy.URL())
-	c := newCoordOn(t, cli)
-	ctx := ctxT(t, 60*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	c := testkit.Coordinator(t, cli)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	holderCoord, err := coordinator.New(direct)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holderCoord.Close()
-	holder, err := holderCoord.Claim(ctx, newSession(t, direct, 30*time.Second), "p")
+	holder, err := holderCoord.Claim(ctx, testkit.Session(t, direct, 30*time.Second), "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSession(t, cli, 30*time.Second)
+	s := testkit.Session(t, cli, 30*time.Second)
 	got := make(chan error, 2)
 	for range 2 { // a head waiter (pool watch) and one behind it (key watch)
 		go func() {

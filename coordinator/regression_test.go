@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestStaleReleaseKeepsCacheHonest: a holder that was force-released calls
@@ -38,9 +39,9 @@ func staleReleaseScenario(t *testing.T, pool string) bool {
 		t.Fatal(err)
 	}
 	defer q.Close() // process Q
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, pool, coordinator.PoolSpec{Capacity: 3})
-	sp, sq := newSession(t, cli, 10*time.Second), newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, pool, coordinator.PoolSpec{Capacity: 3})
+	sp, sq := testkit.Session(t, cli, 10*time.Second), testkit.Session(t, cli, 10*time.Second)
 	x := mustClaim(t, ctx, c, sp, pool)
 	held := map[int]*coordinator.Claim{}
 	for range 2 {
@@ -71,7 +72,7 @@ func staleReleaseScenario(t *testing.T, pool string) bool {
 			}
 		}
 	}
-	if _, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), pool); !errors.Is(err, coordinator.ErrNoSeat) {
+	if _, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), pool); !errors.Is(err, coordinator.ErrNoSeat) {
 		t.Fatalf("claim at capacity: got %v, want ErrNoSeat", err)
 	}
 	if err := x.Release(ctx); !errors.Is(err, coordinator.ErrNotHeld) {
@@ -80,7 +81,7 @@ func staleReleaseScenario(t *testing.T, pool string) bool {
 	if !errors.Is(x.Err(), coordinator.ErrForceReleased) {
 		t.Fatalf("stale holder's Err = %v, want ErrForceReleased", x.Err())
 	}
-	if cl, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), pool); err == nil {
+	if cl, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), pool); err == nil {
 		t.Fatalf("over-grant: seat %d granted with 2 of capacity 2 held", cl.Seat())
 	} else if !errors.Is(err, coordinator.ErrNoSeat) {
 		t.Fatal(err)
@@ -92,24 +93,24 @@ func staleReleaseScenario(t *testing.T, pool string) bool {
 // instance that then left must not block the waiters behind it.
 func TestHeadPinnedToGoneInstanceStepsOut(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	agent := newSession(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	agent := testkit.Session(t, cli, 10*time.Second)
 	for _, id := range []string{"a", "b"} {
 		if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h := mustClaim(t, ctx, c, newSession(t, cli, 10*time.Second), "p", coordinator.WithInstance("b"))
+	h := mustClaim(t, ctx, c, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithInstance("b"))
 	pinnedCtx, cancelPinned := context.WithCancel(ctx)
 	defer cancelPinned()
 	go func() {
-		_, _ = c.Claim(pinnedCtx, newSession(t, cli, 10*time.Second), "p", coordinator.WithInstance("a"), coordinator.WithWait())
+		_, _ = c.Claim(pinnedCtx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithInstance("a"), coordinator.WithWait())
 	}()
 	waitQueued(t, c, "p", 1)
 	behind := make(chan error, 1)
 	go func() {
-		_, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithWait())
+		_, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithWait())
 		behind <- err
 	}()
 	waitQueued(t, c, "p", 2)
@@ -140,9 +141,9 @@ func TestAmbiguousReleaseReportsSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	claim := mustClaim(t, ctx, c, newSession(t, direct, 30*time.Second), "p")
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	claim := mustClaim(t, ctx, c, testkit.Session(t, direct, 30*time.Second), "p")
 	obs, err := coordinator.New(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestAmbiguousReleaseReportsSuccess(t *testing.T) {
 	proxy.DropResponses()
 	done := make(chan error, 1)
 	go func() { done <- claim.Release(ctx) }()
-	eventually(t, 10*time.Second, "the first release attempt to commit", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the first release attempt to commit", func() bool {
 		st, err := obs.PoolStatus(ctx, "p")
 		return err == nil && st.Held == 0
 	})

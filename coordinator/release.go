@@ -89,7 +89,8 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	if next != nil {
 		ops = append(ops, hand)
 	}
-	for backoff, try := 50*time.Millisecond, 0; ; backoff, try = min(2*backoff, time.Second), try+1 {
+	b := releaseRetry.Backoff()
+	for try := 0; ; try++ {
 		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).
 			Else(clientv3.OpGet(c.k.released(cl.pool, cl.seat))).Commit()
 		switch {
@@ -106,7 +107,7 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
-		case <-time.After(backoff):
+		case <-time.After(b.NextBackOff()):
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // orphanedClaim claims the only seat of pool p with a 2 s session, then
@@ -17,7 +18,7 @@ import (
 // with SIGKILL would. It returns the lease, seat and token left behind.
 func orphanedClaim(t *testing.T, ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, opts ...coordinator.ClaimOption) (clientv3.LeaseID, int, int64) {
 	t.Helper()
-	old := newSession(t, cli, 2*time.Second)
+	old := testkit.Session(t, cli, 2*time.Second)
 	cl := mustClaim(t, ctx, c, old, "p", opts...)
 	old.Orphan()
 	return old.Lease(), cl.Seat(), cl.Token()
@@ -43,8 +44,8 @@ func resume(t *testing.T, ctx context.Context, c *coordinator.Coordinator, cli *
 // token, stays held past the TTL, is fenced by IsOwner and releases.
 func TestResumeAdoptsSeatOfDeadProcess(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	lease, seat, token := orphanedClaim(t, ctx, c, cli, coordinator.WithHolder("h"))
 
 	before := time.Now()
@@ -86,8 +87,8 @@ func TestResumeAdoptsSeatOfDeadProcess(t *testing.T) {
 
 func TestResumeSessionOfGoneLeaseIsExpired(t *testing.T) {
 	_, cli := newCoord(t)
-	ctx := ctxT(t, 10*time.Second)
-	old := newSession(t, cli, 2*time.Second)
+	ctx := testkit.Ctx(t, 10*time.Second)
+	old := testkit.Session(t, cli, 2*time.Second)
 	if err := old.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +104,11 @@ func TestResumeSessionOfGoneLeaseIsExpired(t *testing.T) {
 // seat key as etcd holds it.
 func TestAdoptRefusesWhatTheServerDoesNotShow(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
-	mine := newSession(t, cli, 5*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	mine := testkit.Session(t, cli, 5*time.Second)
 	held := mustClaim(t, ctx, c, mine, "p")
-	other := mustClaim(t, ctx, c, newSession(t, cli, 5*time.Second), "p")
+	other := mustClaim(t, ctx, c, testkit.Session(t, cli, 5*time.Second), "p")
 	for _, tc := range []struct {
 		name  string
 		seat  int
@@ -143,9 +144,9 @@ func TestAdoptRefusesWhatTheServerDoesNotShow(t *testing.T) {
 // as registered, and reports its instance leaving.
 func TestAdoptedClaimBoundToInstance(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	agent := newSession(t, cli, 5*time.Second)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	agent := testkit.Session(t, cli, 5*time.Second)
 	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1", Addr: "10.0.0.1:80", Labels: map[string]string{"z": "a"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,36 +3,57 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
-// retry calls f until it succeeds, fails permanently (etcdclient.Classify:
-// permission denied, auth, bad request), ctx ends or the session ends,
-// backing off with jitter between tries. It is for reads and idempotent writes made
-// while a claimant waits, so that a leader election or a brief loss of
-// connection delays a wait instead of failing it.
-func retry(ctx context.Context, s *Session, f func() error) error {
-	backoff := 50 * time.Millisecond
+// The coordinator's retry loops and the reasons for their numbers. Every
+// loop backs off through internal/retry (doubling, ±50% jitter, so that
+// claimants that failed together do not retry together); permanent errors
+// (etcdclient.IsPermanent: permission denied, auth, bad request) end a loop
+// at once.
+var (
+	// waitRetry: reads and idempotent writes made while a claimant waits,
+	// and the pool feed's reload. Capped at 500 ms: a waiter resumes
+	// within about half a second of etcd answering again (an election
+	// takes about 1 s), and a thousand waiters retry at most 2000 times a
+	// second in all.
+	waitRetry = retry.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+	// releaseRetry: a Release whose answer was lost. The caller's ctx
+	// bounds it; 1 s keeps a release during an election prompt.
+	releaseRetry = retry.Policy{Initial: 50 * time.Millisecond, Max: time.Second}
+	// reapRetry: cleanup after an ambiguous claim whose caller has gone.
+	// Nobody waits on it, so it backs off further (5 s) while etcd is
+	// unreachable; the session's lease bounds what it can leave behind.
+	reapRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
+	// contentionRetry: claim txns that failed although the state they were
+	// planned on was fresh (other claimants won the slots). Short, because
+	// the next try plans on the failed txn's own read of the pool.
+	contentionRetry = retry.Policy{Initial: time.Millisecond, Max: 128 * time.Millisecond}
+	// casRetry: SetInstanceState's read-modify-write of an instance that
+	// its agent rewrites meanwhile (a heartbeat, a drain).
+	casRetry = retry.Policy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+)
+
+// withRetry calls f until it succeeds, fails permanently, ctx ends or the
+// session ends, backing off by waitRetry. It is for reads and idempotent
+// writes made while a claimant waits, so that a leader election or a brief
+// loss of connection delays a wait instead of failing it.
+func withRetry(ctx context.Context, s *Session, f func() error) error {
+	b := waitRetry.Backoff()
 	for {
 		err := f()
 		if err == nil || etcdclient.IsPermanent(err) {
 			return err // permanent errors (permission, bad input) end at once
 		}
-		// Jitter keeps claimants that failed together from retrying together.
-		d := backoff/2 + rand.N(backoff)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
 		case <-s.Done():
 			return s.lostErr()
-		case <-time.After(d):
+		case <-time.After(b.NextBackOff()):
 		}
-		// Capped at 500 ms: a waiter resumes within about half a second of
-		// etcd answering again (an election takes about 1 s), and a
-		// thousand waiters retry at most 2000 times a second in all.
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestUncontendedClaimIsOneRoundTrip counts the unary RPCs a claim and a
@@ -19,11 +20,11 @@ func TestUncontendedClaimIsOneRoundTrip(t *testing.T) {
 		calls.Add(1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli := newObservedClient(t, sharedEndpoint, count)
-	c := newCoordOn(t, cli, coordinator.WithPrefix("/roundtrip"))
-	ctx := ctxT(t, 20*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 8})
-	s := newSession(t, cli, 30*time.Second)
+	cli := newObservedClient(t, shared.Endpoint(), count)
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix("/roundtrip"))
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 8})
+	s := testkit.Session(t, cli, 30*time.Second)
 	first, err := c.Claim(ctx, s, "p") // reads the pool once, then claims
 	if err != nil {
 		t.Fatal(err)
@@ -59,13 +60,13 @@ func TestSeatsBoundsTTLLookups(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli := newObservedClient(t, sharedEndpoint, count)
-	c := newCoordOn(t, cli, coordinator.WithPrefix("/seatsttl"))
-	ctx := ctxT(t, 60*time.Second)
+	cli := newObservedClient(t, shared.Endpoint(), count)
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix("/seatsttl"))
+	ctx := testkit.Ctx(t, 60*time.Second)
 	const holders = coordinator.MaxTTLLookups + 36
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: holders})
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: holders})
 	for range holders {
-		mustClaim(t, ctx, c, newSession(t, cli, 30*time.Second), "p")
+		mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
 	}
 	ttlCalls.Store(0)
 	seats, err := c.Seats(ctx, "p")

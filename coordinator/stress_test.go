@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // history replays the etcd history of one pool's keys and checks, at every
@@ -273,11 +274,11 @@ func TestStressHistory(t *testing.T) {
 	}
 	cl := etcdtest.Start(t)
 	cli := cl.Client(t)
-	c := newCoordOn(t, cli, coordinator.WithPrefix("/stress"))
-	ctx := ctxT(t, 8*time.Minute) // ~90 s alone under -race; generous for a loaded CI machine
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix("/stress"))
+	ctx := testkit.Ctx(t, 8*time.Minute) // ~90 s alone under -race; generous for a loaded CI machine
 	spec := coordinator.PoolSpec{Capacity: 8, TenantLimit: 3, TenantLimits: map[string]int{"t0": 2}}
-	createPool(t, c, "bots", spec)
-	agent := newSession(t, cli, 10*time.Second)
+	testkit.CreatePool(t, c, "bots", spec)
+	agent := testkit.Session(t, cli, 10*time.Second)
 	for i := range 4 {
 		in := coordinator.Instance{ID: fmt.Sprintf("bot-%d", i), Seats: 2, Labels: map[string]string{"zone": fmt.Sprint(i % 2)}}
 		if _, err := c.RegisterInstance(ctx, "bots", agent.Lease(), in); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestUnleasedQueueKeyDoesNotBlock: a key under queue/ without a lease
@@ -13,19 +14,19 @@ import (
 // real waiters holds.
 func TestUnleasedQueueKeyDoesNotBlock(t *testing.T) {
 	c, cli := newCoord(t)
-	ctx := ctxT(t, 30*time.Second)
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	// Keys before, between and after where waiters' keys fall.
 	for _, name := range []string{"0000000000000000-0000000000000000", "8000000000000000-0000000000000000", "ffffffffffffffff-ffffffffffffffff"} {
 		if _, err := cli.Put(ctx, c.Prefix()+"/pools/p/queue/"+name, "{}"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := newSession(t, cli, 10*time.Second)
+	s := testkit.Session(t, cli, 10*time.Second)
 	first := mustClaim(t, ctx, c, s, "p") // a fresh claim is not blocked
 	got := make(chan *coordinator.Claim, 1)
 	go func() {
-		cl, err := c.Claim(ctx, newSession(t, cli, 10*time.Second), "p", coordinator.WithWait())
+		cl, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithWait())
 		if err != nil {
 			t.Error(err)
 		}

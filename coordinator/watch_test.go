@@ -7,13 +7,14 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestWatchEventsInOrder(t *testing.T) {
 	cl := etcdtest.Start(t)
 	cli := cl.Client(t)
-	c := newCoordOn(t, cli)
-	ctx := ctxT(t, 30*time.Second)
+	c := testkit.Coordinator(t, cli)
+	ctx := testkit.Ctx(t, 30*time.Second)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := c.Watch(wctx, "")
@@ -34,14 +35,14 @@ func TestWatchEventsInOrder(t *testing.T) {
 			t.Fatalf("got %+v, want %s", ev, typ)
 		}
 	}
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
 	expect(coordinator.EventPoolCreated, func(e coordinator.Event) bool { return e.Pool == "p" })
-	agent := newSession(t, cli, 10*time.Second)
+	agent := testkit.Session(t, cli, 10*time.Second)
 	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1", Seats: 2}); err != nil {
 		t.Fatal(err)
 	}
 	expect(coordinator.EventInstanceUp, func(e coordinator.Event) bool { return e.Instance == "i1" })
-	s := newSession(t, cli, 10*time.Second)
+	s := testkit.Session(t, cli, 10*time.Second)
 	a := mustClaim(t, ctx, c, s, "p", coordinator.WithHolder("alice"), coordinator.WithTenant("t"))
 	expect(coordinator.EventSeatClaimed, func(e coordinator.Event) bool {
 		return e.Holder == "alice" && e.Token == a.Token() && e.Seat == a.Seat() && e.Instance == "i1" && e.Tenant == "t"
@@ -56,7 +57,7 @@ func TestWatchEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(coordinator.EventSeatForceReleased, func(e coordinator.Event) bool { return e.Reason == "maintenance" && e.Holder == "bob" })
-	short := newSession(t, cli, 10*time.Second)
+	short := testkit.Session(t, cli, 10*time.Second)
 	if _, err := c.Claim(ctx, short, "p"); err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +88,10 @@ func TestWatchEventsInOrder(t *testing.T) {
 func TestWatchSurvivesCompactionAndRestart(t *testing.T) {
 	cl := etcdtest.Start(t)
 	cli := cl.Client(t)
-	c := newCoordOn(t, cli)
-	ctx := ctxT(t, 60*time.Second)
+	c := testkit.Coordinator(t, cli)
+	ctx := testkit.Ctx(t, 60*time.Second)
 	events := c.Watch(ctx, "p")
-	createPool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
 	if ev := <-events; ev.Type != coordinator.EventPoolCreated {
 		t.Fatalf("first event %+v", ev)
 	}
