@@ -41,7 +41,9 @@ func TestRoles(t *testing.T) {
 	// An instance for the claimant to bind to, registered as the agent.
 	agentCli := h.userClient(t, "agent", "pw")
 	agentCo := testkit.Coordinator(t, agentCli)
-	sess := testkit.Session(t, agentCli, 10*time.Second)
+	// A long TTL: the bcrypt logins below can starve a loaded 2-core
+	// machine for seconds, and the instance must outlive the whole table.
+	sess := testkit.Session(t, agentCli, time.Minute)
 	if _, err := agentCo.RegisterInstance(testkit.Ctx(t, 10*time.Second), "p", sess.Lease(), coordinator.Instance{ID: "i0", Seats: 2}); err != nil {
 		t.Fatalf("agent role: register instance: %v", err)
 	}
