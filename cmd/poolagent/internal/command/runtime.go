@@ -161,10 +161,11 @@ func (r agentRun) run(ctx context.Context) error {
 	timeout := r.cfg.Etcd.DialTimeout.D()
 	reg.MustRegister(metrics.NewPoolCollector(co, r.pools, timeout))
 	a := agent.New(co, r.cfg.Agent, append(agentOptions(r.log, timeout, m), agent.WithTakeover(r.takeover))...)
+	metrics.RegisterAgent(reg, agentState(a))
 
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
-	followed := r.follow(bg, co, m)
+	followed := r.follow(bg, co, metrics.NewObserved(reg))
 	stopHTTP := serveHTTP(r.ln, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 
 	err = a.Run(ctx)
@@ -178,9 +179,17 @@ func (r agentRun) run(ctx context.Context) error {
 	return err
 }
 
+// agentState reads a's readiness for the agent gauges.
+func agentState(a *agent.Agent) func() metrics.AgentState {
+	return func() metrics.AgentState {
+		st := a.Status()
+		return metrics.AgentState{Ready: st.Registered && !st.Draining, LeaseAlive: st.LeaseAlive}
+	}
+}
+
 // follow feeds the coordinator's event stream for r.pools into m until ctx
 // ends; the returned channel closes when it has stopped.
-func (r agentRun) follow(ctx context.Context, co *coordinator.Coordinator, m *metrics.Metrics) <-chan struct{} {
+func (r agentRun) follow(ctx context.Context, co *coordinator.Coordinator, m *metrics.Observed) <-chan struct{} {
 	watch, include := "", func(string) bool { return true }
 	if len(r.pools) == 1 {
 		watch = r.pools[0]
