@@ -29,9 +29,19 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.Level)) // validated
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Format == "json" {
+		opts.ReplaceAttr = durationString
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationString writes durations as Go duration strings ("1.5s"), which
+// the JSON handler would otherwise write as integer nanoseconds.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // loadConfig merges file, environment and flags for mode and validates.
