@@ -18,6 +18,7 @@ import (
 	"github.com/etcdpool/etcdpool/agent"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/audit"
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/metrics"
 	"github.com/etcdpool/etcdpool/internal/roles"
@@ -152,6 +153,8 @@ type agentRun struct {
 	// takeover takes over instances another agent holds; see
 	// agent.WithTakeover.
 	takeover bool
+	// audit, if not nil, records the pools' events (--audit-log).
+	audit *audit.Log
 }
 
 // run serves HTTP, follows the event stream for the metrics and runs the
@@ -176,11 +179,13 @@ func (r agentRun) run(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
 	followed := r.follow(bg, co, metrics.NewObserved(reg))
+	audited := r.startAudit(bg, co)
 	stopHTTP := serveHTTP(r.ln, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 
 	err = a.Run(ctx)
 	stop()
 	<-followed
+	<-audited
 	r.log.Debug("event stream stopped")
 	if herr := stopHTTP(); err == nil {
 		err = herr
