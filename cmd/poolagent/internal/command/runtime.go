@@ -155,6 +155,8 @@ type agentRun struct {
 	takeover bool
 	// audit, if not nil, records the pools' events (--audit-log).
 	audit *audit.Log
+	// web is where the web view is served (--web-listen).
+	web webConfig
 }
 
 // run serves HTTP, follows the event stream for the metrics and runs the
@@ -165,6 +167,7 @@ func (r agentRun) run(ctx context.Context) error {
 	co, err := newCoordinator(r.cli, r.cfg, r.log, m)
 	if err != nil {
 		r.ln.Close()
+		r.web.close()
 		return err
 	}
 	defer func() {
@@ -180,12 +183,16 @@ func (r agentRun) run(ctx context.Context) error {
 	defer stop()
 	followed := r.follow(bg, co, metrics.NewObserved(reg))
 	audited := r.startAudit(bg, co)
-	stopHTTP := serveHTTP(r.ln, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	h, stopWeb := r.startWeb(bg, co, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	stopHTTP := serveHTTP(r.ln, h)
 
 	err = a.Run(ctx)
 	stop()
 	<-followed
 	<-audited
+	if werr := stopWeb(); err == nil {
+		err = werr
+	}
 	r.log.Debug("event stream stopped")
 	if herr := stopHTTP(); err == nil {
 		err = herr
