@@ -68,4 +68,3 @@ func readPool(ctx context.Context, co *coordinator.Coordinator, name string) Poo
 	}
 	return v
 }
-
