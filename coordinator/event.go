@@ -36,6 +36,7 @@ type Event struct {
 	Tenant   string    `json:"tenant,omitempty"`
 	Instance string    `json:"instance,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
+	By       string    `json:"by,omitempty"` // who force-released the seat
 	Revision int64     `json:"revision"`
 	// Time is when the watcher received the event, not when etcd applied it.
 	Time time.Time `json:"time"`

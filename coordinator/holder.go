@@ -123,6 +123,9 @@ func (cl *Claim) lose(err error, detail string) {
 		err = fmt.Errorf("%w: %s", err, detail)
 	}
 	cl.err = err
+	if !errors.Is(err, ErrClosed) { // ErrClosed: not taken, or no longer watched
+		cl.c.metrics.SeatHold(cl.pool, time.Since(cl.rec.ClaimedAt))
+	}
 	// Count before closing Done, so that whoever wakes on Done sees it.
 	if !errors.Is(err, ErrReleased) && !errors.Is(err, ErrClosed) {
 		cl.c.metrics.SeatLost(cl.pool, reasonOf(err))

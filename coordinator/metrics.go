@@ -32,9 +32,15 @@ type Metrics interface {
 	GrantWait(pool string, d time.Duration)
 	// SeatLost counts a seat a holder lost, by reason (not ReasonReleased).
 	SeatLost(pool, reason string)
+	// SeatHold observes how long a claim held its seat, from the grant
+	// (the seat record's claimedAt, so an adopted claim counts from its
+	// first grant) to its release or loss, whatever the reason. It is
+	// called once per claim that ends while this process holds it.
+	SeatHold(pool string, d time.Duration)
 }
 
-// NoopMetrics discards everything. It is the default.
+// NoopMetrics discards everything. It is the default. Embed it in your own
+// implementation to keep compiling when hooks are added.
 type NoopMetrics struct{}
 
 // ClaimTxn implements Metrics.
@@ -48,3 +54,6 @@ func (NoopMetrics) GrantWait(string, time.Duration) {}
 
 // SeatLost implements Metrics.
 func (NoopMetrics) SeatLost(string, string) {}
+
+// SeatHold implements Metrics.
+func (NoopMetrics) SeatHold(string, time.Duration) {}

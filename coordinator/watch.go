@@ -203,7 +203,7 @@ func seatEvent(e Event, ev *clientv3.Event, seat int, rel releaseRecord, poolDel
 		e.Type = EventSeatClaimed
 		return e, ev.IsCreate()
 	case rel.Token != 0 && rel.Token == e.Token && rel.Forced:
-		e.Type, e.Reason = EventSeatForceReleased, rel.Reason
+		e.Type, e.Reason, e.By = EventSeatForceReleased, rel.Reason, rel.By
 	case rel.Token != 0 && rel.Token == e.Token:
 		e.Type, e.Reason = EventSeatReleased, rel.Reason
 	case poolDeleted:

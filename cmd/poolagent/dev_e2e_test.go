@@ -63,6 +63,19 @@ func TestDevClaimThroughLibraryAndCleanSIGINT(t *testing.T) {
 	_ = sess.Close(ctx)
 	cli.Close()
 
+	// dev serves the web view on its --listen, next to /metrics; a page
+	// still open does not hold up the exit.
+	web := "http://" + addrs.listen + "/ui/"
+	if !strings.Contains(p.stdout.String(), "web view: "+web) || httpStatus(web) != http.StatusOK ||
+		httpStatus("http://"+addrs.listen+agent.MetricsPath) != http.StatusOK {
+		t.Errorf("web view not at %s next to /metrics; banner:\n%s", web, p.stdout.String())
+	}
+	page, err := http.Get(web + "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Body.Close()
+
 	p.signal(t, syscall.SIGINT)
 	if code := p.wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("dev exit code %d after SIGINT, want 0", code)

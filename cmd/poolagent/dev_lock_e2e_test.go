@@ -1,12 +1,13 @@
 package main
 
 import (
-	"github.com/etcdpool/etcdpool/internal/testkit"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestDevSecondRunOnTheSameDataDirFailsFast starts `poolagent dev`, then a

@@ -49,15 +49,17 @@ func TestAgentMetricsAfterKnownClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMetrics(t, url, map[string]float64{
-		`etcdpool_pool_held{pool="m"}`:                     2,
-		`etcdpool_claims_total{pool="m",result="granted"}`: 2,
-		`etcdpool_instances{pool="m",state="ready"}`:       2,
-		`etcdpool_instances{pool="m",state="draining"}`:    0,
-		`etcdpool_pool_capacity{pool="m"}`:                 2,
-		`etcdpool_lease_keepalive_failures_total`:          0,
-		`etcdpool_sessions_lost_total`:                     0,
-		`etcdpool_grant_wait_seconds_count{pool="m"}`:      2,
-		`etcdpool_etcd_up`:                                 1,
+		`etcdpool_pool_held{pool="m"}`:                          2,
+		`etcdpool_pool_claims_total{pool="m",result="granted"}`: 2,
+		`etcdpool_instances{pool="m",state="ready"}`:            2,
+		`etcdpool_instances{pool="m",state="draining"}`:         0,
+		`etcdpool_pool_capacity{pool="m"}`:                      2,
+		`etcdpool_lease_keepalive_failures_total`:               0,
+		`etcdpool_sessions_lost_total`:                          0,
+		`etcdpool_pool_grant_wait_seconds_count{pool="m"}`:      2,
+		`etcdpool_etcd_up`:                                      1,
+		`etcdpool_agent_ready`:                                  1,
+		`etcdpool_agent_lease_alive`:                            1,
 	})
 
 	// A waiter queues behind the full pool; a second one gives up.
@@ -77,16 +79,17 @@ func TestAgentMetricsAfterKnownClaims(t *testing.T) {
 	}
 	etcdtest.Revoke(t, cli, s3.Lease())
 	fams := waitMetrics(t, url, map[string]float64{
-		`etcdpool_pool_held{pool="m"}`:                                0,
-		`etcdpool_pool_waiting{pool="m"}`:                             0,
-		`etcdpool_claims_total{pool="m",result="granted"}`:            3,
-		`etcdpool_claims_total{pool="m",result="canceled"}`:           1,
-		`etcdpool_grant_wait_seconds_count{pool="m"}`:                 3,
-		`etcdpool_seats_lost_total{pool="m",reason="force_released"}`: 1,
-		`etcdpool_seats_lost_total{pool="m",reason="expired"}`:        1,
-		`etcdpool_instances{pool="m",state="ready"}`:                  2,
+		`etcdpool_pool_held{pool="m"}`:                                     0,
+		`etcdpool_pool_waiting{pool="m"}`:                                  0,
+		`etcdpool_pool_claims_total{pool="m",result="granted"}`:            3,
+		`etcdpool_pool_claims_total{pool="m",result="canceled"}`:           1,
+		`etcdpool_pool_grant_wait_seconds_count{pool="m"}`:                 3,
+		`etcdpool_pool_seats_lost_total{pool="m",reason="force_released"}`: 1,
+		`etcdpool_pool_seats_lost_total{pool="m",reason="expired"}`:        1,
+		`etcdpool_instances{pool="m",state="ready"}`:                       2,
+		`etcdpool_pool_seat_hold_seconds_count{pool="m"}`:                  3,
 	})
-	if sum := fams[`etcdpool_grant_wait_seconds_sum{pool="m"}`]; sum < 0.3 {
+	if sum := fams[`etcdpool_pool_grant_wait_seconds_sum{pool="m"}`]; sum < 0.3 {
 		t.Errorf("grant wait sum %v, want >= 0.3s: the waiter queued for longer", sum)
 	}
 

@@ -35,7 +35,7 @@ func TestSidecarDeploymentWiring(t *testing.T) {
 	if len(sc.Args) == 0 || sc.Args[0] != "sidecar" {
 		t.Fatalf("sidecar args %q do not start with the sidecar command", sc.Args)
 	}
-	cfg := parseArgs(t, sc, config.ModeSidecar, "")
+	cfg := parseArgs(t, spec, sc, config.ModeSidecar, "")
 	if err := cfg.ValidateSidecar(); err != nil {
 		t.Fatalf("sidecar config from the manifest: %v", err)
 	}
@@ -128,7 +128,7 @@ func inference(t *testing.T) (sc, app corev1.Container, cfg config.Config, appMo
 		t.Fatalf("want one sidecar and one app container, got %d and %d", len(spec.InitContainers), len(spec.Containers))
 	}
 	sc, app = spec.InitContainers[0], spec.Containers[0]
-	return sc, app, parseArgs(t, sc, config.ModeSidecar, ""), mountOf(app, seatVolume(t, spec))
+	return sc, app, parseArgs(t, spec, sc, config.ModeSidecar, ""), mountOf(app, seatVolume(t, spec))
 }
 
 // seatVolume returns the emptyDir volume of the pod; there must be one.
@@ -156,7 +156,7 @@ func TestAgentDeploymentWiring(t *testing.T) {
 	}
 	cfgPath := argValue(c.Args, "--config")
 	cm, key := configMapFor(t, objs, spec, c, cfgPath)
-	cfg := parseArgs(t, c, config.ModeServe, testkit.WriteFile(t, "config.yaml", cm.Data[key]))
+	cfg := parseArgs(t, spec, c, config.ModeServe, testkit.WriteFile(t, "config.yaml", cm.Data[key]))
 	if err := cfg.ValidateServe(); err != nil {
 		t.Fatalf("agent config in ConfigMap %s: %v", cm.Name, err)
 	}

@@ -11,14 +11,15 @@ import (
 
 // PoolCollector reads pool and instance state from etcd on every scrape:
 // etcdpool_pool_capacity, etcdpool_pool_held, etcdpool_pool_waiting,
-// etcdpool_instances{state} and etcdpool_etcd_up. A scrape costs one range
-// read of all pools plus one per included pool.
+// etcdpool_pool_oldest_waiter_seconds, etcdpool_instances{state} and
+// etcdpool_etcd_up. A scrape costs one range read of all pools plus two per
+// included pool (its instances, its queue).
 type PoolCollector struct {
 	co      *coordinator.Coordinator
 	include map[string]bool // nil: every pool
 	timeout time.Duration
 
-	capacity, held, waiting, instances, up *prometheus.Desc
+	capacity, held, waiting, oldest, instances, up *prometheus.Desc
 }
 
 // NewPoolCollector returns a collector for pools, or for every pool when
@@ -36,9 +37,11 @@ func NewPoolCollector(co *coordinator.Coordinator, pools []string, timeout time.
 	}
 	return &PoolCollector{
 		co: co, include: include, timeout: timeout,
-		capacity:  d("pool_capacity", "Seats the pool may hold at once.", "pool"),
-		held:      d("pool_held", "Seats held now.", "pool"),
-		waiting:   d("pool_waiting", "Claimants queued for a seat.", "pool"),
+		capacity: d("pool_capacity", "Seats the pool may hold at once.", "pool"),
+		held:     d("pool_held", "Seats held now.", "pool"),
+		waiting:  d("pool_waiting", "Claimants queued for a seat.", "pool"),
+		oldest: d("pool_oldest_waiter_seconds",
+			"How long the longest-waiting queued claimant has waited (since its queue entry was written); 0 with nobody queued.", "pool"),
 		instances: d("instances", "Registered instances by state: ready or draining.", "pool", "state"),
 		up:        d("etcd_up", "1 when the last scrape could read pool state from etcd."),
 	}
@@ -46,7 +49,7 @@ func NewPoolCollector(co *coordinator.Coordinator, pools []string, timeout time.
 
 // Describe implements prometheus.Collector.
 func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.capacity, c.held, c.waiting, c.instances, c.up} {
+	for _, d := range []*prometheus.Desc{c.capacity, c.held, c.waiting, c.oldest, c.instances, c.up} {
 		ch <- d
 	}
 }
@@ -71,6 +74,9 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		if err := c.collectInstances(ctx, ch, p.Name); err != nil {
 			up = 0
 		}
+		if err := c.collectQueue(ctx, ch, p.Name); err != nil {
+			up = 0
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 }
@@ -87,5 +93,18 @@ func (c *PoolCollector) collectInstances(ctx context.Context, ch chan<- promethe
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(n), pool, string(state))
 	}
+	return nil
+}
+
+func (c *PoolCollector) collectQueue(ctx context.Context, ch chan<- prometheus.Metric, pool string) error {
+	q, err := c.co.Queue(ctx, pool)
+	if err != nil {
+		return err
+	}
+	var oldest time.Duration
+	for _, w := range q {
+		oldest = max(oldest, time.Since(w.Since))
+	}
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds(), pool)
 	return nil
 }

@@ -1,7 +1,20 @@
 // Package metrics is the Prometheus implementation of coordinator.Metrics,
-// plus what poolagent adds: counters derived from the coordinator's event
-// stream (claims made by other processes), collectors that read pool and
-// instance state on scrape, and the lease keepalive failure counter.
+// plus what poolagent adds: figures derived from the coordinator's event
+// stream (claims made by other processes), collectors that read pool,
+// instance and agent state on scrape, and the lease keepalive failure
+// counter.
+//
+// There are two kinds of families, so that nothing is counted twice when
+// the series of many processes are added up:
+//
+//   - process families (etcdpool_claims_total, etcdpool_claim_txns_total,
+//     etcdpool_grant_wait_seconds, etcdpool_seat_hold_seconds,
+//     etcdpool_seats_lost_total) count the claims of the process that
+//     exports them, each claim in exactly one process (its claimant): sum
+//     them across processes;
+//   - pool families (etcdpool_pool_*) describe a pool as a watcher of etcd
+//     sees it, and every agent that follows the pool exports the same
+//     figures: aggregate them with max by (pool), never sum.
 //
 // Every family is in the etcdpool_ namespace; labels are pool names, results,
 // reasons and states, never holder ids.
@@ -21,12 +34,17 @@ const Namespace = "etcdpool"
 // GrantWaitBuckets are the grant-wait histogram buckets, in seconds.
 var GrantWaitBuckets = []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
-// Metrics implements coordinator.Metrics with Prometheus counters and a
-// histogram. It is safe for concurrent use.
+// HoldBuckets are the seat-hold histogram buckets, in seconds: from a seat
+// released at once to one held for a day.
+var HoldBuckets = []float64{.01, .1, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600}
+
+// Metrics implements coordinator.Metrics with Prometheus counters and
+// histograms: the process families. It is safe for concurrent use.
 type Metrics struct {
 	claimTxns  *prometheus.CounterVec
 	claims     *prometheus.CounterVec
 	grantWait  *prometheus.HistogramVec
+	hold       *prometheus.HistogramVec
 	seatsLost  *prometheus.CounterVec
 	keepaliveF prometheus.Counter
 	sessLost   prometheus.Counter
@@ -34,24 +52,26 @@ type Metrics struct {
 
 var _ coordinator.Metrics = (*Metrics)(nil)
 
-// New creates the families and registers them with reg. It panics if they
-// are already registered there, like prometheus.MustRegister.
+// New creates the process families and registers them with reg. It panics
+// if they are already registered there, like prometheus.MustRegister.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		claimTxns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "claim_txns_total",
 			Help: "Claim transactions sent to etcd by this process."}, []string{"pool"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "claims_total",
-			Help: "Finished claims by result: granted, no_seat, canceled, error."}, []string{"pool", "result"}),
+			Help: "Finished claims of this process by result: granted, no_seat, canceled, error."}, []string{"pool", "result"}),
 		grantWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "grant_wait_seconds",
-			Help: "Time from asking for a seat to being granted it, queue included.", Buckets: GrantWaitBuckets}, []string{"pool"}),
+			Help: "Time claims of this process took from asking for a seat to its grant, queue included.", Buckets: GrantWaitBuckets}, []string{"pool"}),
+		hold: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "seat_hold_seconds",
+			Help: "Time claims of this process held their seats, from the grant to the release or loss.", Buckets: HoldBuckets}, []string{"pool"}),
 		seatsLost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "seats_lost_total",
-			Help: "Seats taken from their holders, by reason: expired, force_released, instance_gone, pool_deleted, unknown."}, []string{"pool", "reason"}),
+			Help: "Seats taken from holders in this process, by reason: expired, force_released, instance_gone, pool_deleted, unknown."}, []string{"pool", "reason"}),
 		keepaliveF: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "lease_keepalive_failures_total",
 			Help: "Keepalive attempts of this process's session leases that failed; a session retries until its deadline."}),
 		sessLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "sessions_lost_total",
 			Help: "Sessions of this process lost before it closed them: lease expired, revoked, or not kept alive in time."}),
 	}
-	reg.MustRegister(m.claimTxns, m.claims, m.grantWait, m.seatsLost, m.keepaliveF, m.sessLost)
+	reg.MustRegister(m.claimTxns, m.claims, m.grantWait, m.hold, m.seatsLost, m.keepaliveF, m.sessLost)
 	return m
 }
 
@@ -64,6 +84,11 @@ func (m *Metrics) ClaimResult(pool, result string) { m.claims.WithLabelValues(po
 // GrantWait implements coordinator.Metrics.
 func (m *Metrics) GrantWait(pool string, d time.Duration) {
 	m.grantWait.WithLabelValues(pool).Observe(d.Seconds())
+}
+
+// SeatHold implements coordinator.Metrics.
+func (m *Metrics) SeatHold(pool string, d time.Duration) {
+	m.hold.WithLabelValues(pool).Observe(max(d, 0).Seconds())
 }
 
 // SeatLost implements coordinator.Metrics.

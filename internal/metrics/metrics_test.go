@@ -79,23 +79,37 @@ func TestLibraryHook(t *testing.T) {
 	if txns := got[`etcdpool_claim_txns_total{pool="p"}`]; txns < 1 {
 		t.Errorf("claim txns = %v, want >= 1", txns)
 	}
+	if n := got[`etcdpool_seat_hold_seconds_count{pool="p"}`]; n != 1 {
+		t.Errorf("holds observed after a force-release = %v, want 1", n)
+	}
+	// A plain release is a hold that ends too, and is timed from the grant.
+	cl2 := testkit.Claim(t, co, sess, "p")
+	time.Sleep(50 * time.Millisecond)
+	if err := cl2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = gather(t, reg)
+	if n, sum := got[`etcdpool_seat_hold_seconds_count{pool="p"}`], got[`etcdpool_seat_hold_seconds_sum{pool="p"}`]; n != 2 || sum < 0.05 {
+		t.Errorf("after a release held 50ms: holds %v, sum %vs; want 2 and >= 0.05s", n, sum)
+	}
 }
 
-// TestFollow checks the counters derived from an event stream.
+// TestFollow checks the pool figures derived from an event stream.
 func TestFollow(t *testing.T) {
-	m := New(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	m := NewObserved(reg)
 	t0 := time.Now()
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	events := make(chan coordinator.Event, 16)
 	for _, ev := range []coordinator.Event{
-		{Type: coordinator.EventSeatClaimed, Pool: "p", Holder: "a", Revision: 10, Time: at(0)},
+		{Type: coordinator.EventSeatClaimed, Pool: "p", Holder: "a", Token: 10, Revision: 10, Time: at(0)},
 		{Type: coordinator.EventWaiterJoined, Pool: "p", Holder: "b", Revision: 11, Time: at(0)},
 		{Type: coordinator.EventWaiterJoined, Pool: "p", Holder: "c", Revision: 12, Time: at(0)},
 		{Type: coordinator.EventWaiterLeft, Pool: "p", Holder: "c", Revision: 13, Time: at(time.Second)},
-		{Type: coordinator.EventSeatReleased, Pool: "p", Holder: "a", Revision: 14, Time: at(2 * time.Second)},
-		{Type: coordinator.EventSeatClaimed, Pool: "p", Holder: "b", Revision: 15, Time: at(2 * time.Second)},
+		{Type: coordinator.EventSeatReleased, Pool: "p", Holder: "a", Token: 10, Revision: 14, Time: at(2 * time.Second)},
+		{Type: coordinator.EventSeatClaimed, Pool: "p", Holder: "b", Token: 15, Revision: 15, Time: at(2 * time.Second)},
 		{Type: coordinator.EventWaiterLeft, Pool: "p", Holder: "b", Revision: 15, Time: at(2 * time.Second)},
-		{Type: coordinator.EventSeatExpired, Pool: "p", Holder: "b", Reason: coordinator.ReasonExpired, Revision: 16},
+		{Type: coordinator.EventSeatExpired, Pool: "p", Holder: "b", Token: 15, Reason: coordinator.ReasonExpired, Revision: 16, Time: at(7 * time.Second)},
 		{Type: coordinator.EventSeatForceReleased, Pool: "p", Reason: "operator", Revision: 17},
 		{Type: coordinator.EventSeatReleased, Pool: "p", Reason: coordinator.ReasonInstanceGone, Revision: 18},
 		{Type: coordinator.EventSeatClaimed, Pool: "other", Holder: "x", Revision: 19},
@@ -119,8 +133,14 @@ func TestFollow(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, c.want)
 		}
 	}
-	if got := counter(t, m.keepaliveF); got != 0 {
-		t.Errorf("keepalive failures = %v", got)
+	got := gather(t, reg)
+	// Holds: a from 0 to 2s, b from 2s to 7s; the force-released and
+	// instance-gone seats were claimed before the watch saw them.
+	if n, sum := got[`etcdpool_pool_seat_hold_seconds_count{pool="p"}`], got[`etcdpool_pool_seat_hold_seconds_sum{pool="p"}`]; n != 2 || sum != 7 {
+		t.Errorf("holds %v summing to %vs, want 2 summing to 7s", n, sum)
+	}
+	if n, sum := got[`etcdpool_pool_grant_wait_seconds_count{pool="p"}`], got[`etcdpool_pool_grant_wait_seconds_sum{pool="p"}`]; n != 2 || sum != 2 {
+		t.Errorf("grant waits %v summing to %vs, want 2 summing to 2s (b waited 2s)", n, sum)
 	}
 }
 

@@ -42,9 +42,13 @@ type DevOptions struct {
 	TTL time.Duration
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
+	// WebListen is where the read-only web view is served: host:port, ""
+	// (the default) for Listen, under /ui/, or "off".
+	WebListen string
 
 	streams Streams
 	flags   *pflag.FlagSet
+	webURL  string // where the web view is, for the banner; "" if off
 }
 
 // NewDevCommand returns `poolagent dev`.
@@ -71,6 +75,7 @@ at it. Ctrl-C stops everything; etcd's data stays in the data dir.`,
 	fs.IntVar(&o.Seats, "seats", 2, "seats per demo instance")
 	fs.DurationVar(&o.TTL, "ttl", 10*time.Second, "lease TTL of the demo instances")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	webFlag(fs, &o.WebListen, webShared)
 	o.flags = fs
 	return cmd
 }
@@ -132,8 +137,14 @@ func (o *DevOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
+	web, err := listenWeb(o.WebListen)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	o.webURL = webURL(web, ln.Addr().String())
 	o.banner(o.streams.Out, cfg, srv.ClientURL(), ln.Addr().String())
-	err = agentRun{cli: cli, cfg: cfg, log: log, ln: ln}.run(ctx)
+	err = agentRun{cli: cli, cfg: cfg, log: log, ln: ln, web: web}.run(ctx)
 	log.Info("stopping etcd; data kept", "dir", o.DataDir)
 	return err
 }
@@ -146,7 +157,11 @@ func (o *DevOptions) banner(w io.Writer, cfg config.Config, etcdURL, listen stri
 	for _, in := range cfg.Agent.Instances {
 		fmt.Fprintf(w, "  instance: %s/%s at %s, %d seat(s)\n", in.Pool, in.ID, in.Address, max(in.Seats, 1))
 	}
-	fmt.Fprintf(w, "  metrics:  http://%s/metrics\n\nTry:\n", listen)
+	fmt.Fprintf(w, "  metrics:  http://%s/metrics\n", listen)
+	if o.webURL != "" {
+		fmt.Fprintf(w, "  web view: %s\n", o.webURL)
+	}
+	fmt.Fprintf(w, "\nTry:\n")
 	fmt.Fprintf(w, "  poolctl --endpoints %s status\n", etcdURL)
 	if len(cfg.Agent.Instances) > 0 {
 		fmt.Fprintf(w, "  poolagent sidecar --endpoints %s --pool %s --listen 127.0.0.1:8086 --seat-file ./seat.json\n",

@@ -18,6 +18,7 @@ import (
 	"github.com/etcdpool/etcdpool/agent"
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/audit"
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/metrics"
 	"github.com/etcdpool/etcdpool/internal/roles"
@@ -29,9 +30,19 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.Level)) // validated
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Format == "json" {
+		opts.ReplaceAttr = durationString
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationString writes durations as Go duration strings ("1.5s"), which
+// the JSON handler would otherwise write as integer nanoseconds.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // loadConfig merges file, environment and flags for mode and validates.
@@ -142,6 +153,10 @@ type agentRun struct {
 	// takeover takes over instances another agent holds; see
 	// agent.WithTakeover.
 	takeover bool
+	// audit, if not nil, records the pools' events (--audit-log).
+	audit *audit.Log
+	// web is where the web view is served (--web-listen).
+	web webConfig
 }
 
 // run serves HTTP, follows the event stream for the metrics and runs the
@@ -152,6 +167,7 @@ func (r agentRun) run(ctx context.Context) error {
 	co, err := newCoordinator(r.cli, r.cfg, r.log, m)
 	if err != nil {
 		r.ln.Close()
+		r.web.close()
 		return err
 	}
 	defer func() {
@@ -161,15 +177,22 @@ func (r agentRun) run(ctx context.Context) error {
 	timeout := r.cfg.Etcd.DialTimeout.D()
 	reg.MustRegister(metrics.NewPoolCollector(co, r.pools, timeout))
 	a := agent.New(co, r.cfg.Agent, append(agentOptions(r.log, timeout, m), agent.WithTakeover(r.takeover))...)
+	metrics.RegisterAgent(reg, agentState(a))
 
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
-	followed := r.follow(bg, co, m)
-	stopHTTP := serveHTTP(r.ln, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	followed := r.follow(bg, co, metrics.NewObserved(reg))
+	audited := r.startAudit(bg, co)
+	h, stopWeb := r.startWeb(bg, co, a.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	stopHTTP := serveHTTP(r.ln, h)
 
 	err = a.Run(ctx)
 	stop()
 	<-followed
+	<-audited
+	if werr := stopWeb(); err == nil {
+		err = werr
+	}
 	r.log.Debug("event stream stopped")
 	if herr := stopHTTP(); err == nil {
 		err = herr
@@ -178,9 +201,17 @@ func (r agentRun) run(ctx context.Context) error {
 	return err
 }
 
+// agentState reads a's readiness for the agent gauges.
+func agentState(a *agent.Agent) func() metrics.AgentState {
+	return func() metrics.AgentState {
+		st := a.Status()
+		return metrics.AgentState{Ready: st.Registered && !st.Draining, LeaseAlive: st.LeaseAlive}
+	}
+}
+
 // follow feeds the coordinator's event stream for r.pools into m until ctx
 // ends; the returned channel closes when it has stopped.
-func (r agentRun) follow(ctx context.Context, co *coordinator.Coordinator, m *metrics.Metrics) <-chan struct{} {
+func (r agentRun) follow(ctx context.Context, co *coordinator.Coordinator, m *metrics.Observed) <-chan struct{} {
 	watch, include := "", func(string) bool { return true }
 	if len(r.pools) == 1 {
 		watch = r.pools[0]

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/etcdpool/etcdpool/config"
+	"github.com/etcdpool/etcdpool/internal/audit"
 )
 
 // ServeOptions are the inputs of `poolagent serve`.
@@ -18,8 +19,14 @@ type ServeOptions struct {
 	// agent's live lease holds (see agent.WithTakeover); default
 	// $ETCDPOOL_TAKEOVER, else false.
 	Takeover bool
-	streams  Streams
-	flags    *pflag.FlagSet
+	// AuditLog is the file the audit log is appended to, "-" for stdout;
+	// empty: no audit log.
+	AuditLog string
+	// WebListen is where the read-only web view is served: host:port, ""
+	// for agent.listen (under /ui/), or "off" (the default).
+	WebListen string
+	streams   Streams
+	flags     *pflag.FlagSet
 }
 
 // NewServeCommand returns `poolagent serve`.
@@ -46,6 +53,8 @@ agent with the same --name holds (a restart) is always taken over.`,
 	}
 	o.flags = cmd.Flags()
 	o.flags.StringVar(&o.ConfigPath, "config", "", "YAML config file (env "+config.EnvName("config")+")")
+	o.flags.StringVar(&o.AuditLog, "audit-log", "", "append every claim, release, force-release, expiry, drain and spec change as JSON lines to FILE (- for stdout); resumes after a restart")
+	webFlag(o.flags, &o.WebListen, webOff)
 	o.flags.BoolVar(&o.Takeover, "takeover", false, "take over instances another agent holds, keeping their claims (env "+config.EnvName("takeover")+")")
 	config.BindFlags(o.flags, config.ModeServe)
 	return cmd
@@ -63,9 +72,22 @@ func (o *ServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer p.close()
+	var auditLog *audit.Log
+	if o.AuditLog != "" {
+		if auditLog, err = audit.Open(o.AuditLog, o.streams.Out); err != nil {
+			p.ln.Close()
+			return err
+		}
+		defer auditLog.Close()
+	}
+	web, err := listenWeb(o.WebListen)
+	if err != nil {
+		p.ln.Close()
+		return err
+	}
 	p.log.Info("agent starting", "endpoints", p.cfg.Etcd.Endpoints, "listen", p.ln.Addr().String(),
 		"instances", len(p.cfg.Agent.Instances), "takeover", takeover)
-	return agentRun{cli: p.cli, cfg: p.cfg, log: p.log, ln: p.ln, pools: agentPools(p.cfg.Agent), takeover: takeover}.run(ctx)
+	return agentRun{cli: p.cli, cfg: p.cfg, log: p.log, ln: p.ln, pools: agentPools(p.cfg.Agent), takeover: takeover, audit: auditLog, web: web}.run(ctx)
 }
 
 // takeover returns --takeover if set, else $ETCDPOOL_TAKEOVER, else false.
