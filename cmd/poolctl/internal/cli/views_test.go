@@ -34,7 +34,8 @@ func (h *harness) viewScene(t *testing.T) viewScene {
 	return viewScene{alice: alice, agent: agent}
 }
 
-// wait queues holder on pool in the background until the test ends.
+// wait queues holder on pool in the background; once granted, it holds
+// the seat until the test ends.
 func (h *harness) wait(t *testing.T, pool, holder string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -43,6 +44,7 @@ func (h *harness) wait(t *testing.T, pool, holder string) {
 	go func() {
 		defer close(done)
 		if cl, err := h.c.Claim(ctx, s, pool, coordinator.WithHolder(holder), coordinator.WithWait()); err == nil {
+			<-ctx.Done()
 			_ = cl.Release(context.Background())
 		}
 	}()

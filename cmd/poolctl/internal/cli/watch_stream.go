@@ -113,8 +113,8 @@ func (s *eventStream) resync(ctx context.Context, from int64, ce compactedError,
 	for {
 		cur, err := s.list(ctx)
 		if err == nil {
-			s.warn("watch: etcd compacted the history from revision %d to %d: events in between are lost; resynced at revision %d",
-				from, ce.compacted, cur)
+			s.warn("watch: etcd compacted history this watch still needed (compacted at revision %d): "+
+				"events from revision %d through %d are missing; resynced at revision %d", ce.compacted, from, cur, cur)
 			ev := watchEvent{Event: coordinator.Event{Type: coordinator.EventResync, Seat: -1, Revision: cur, Time: s.tr.now().UTC()},
 				TimeSource: timeReceived}
 			if err := emit(ev); err != nil {
