@@ -54,10 +54,22 @@ func newWatchCommand(g *globalOptions) *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&o.Types, "type", nil, "show only these event types, comma-separated: "+strings.Join(eventTypeNames(), ", "))
 	cmd.Flags().Int64Var(&o.Rev, "rev", 0, "start at this etcd revision (replaying history still kept) instead of now")
-	_ = cmd.RegisterFlagCompletionFunc("type", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return eventTypeNames(), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
-	})
+	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes)
 	return cmd
+}
+
+// completeTypes completes --type's comma-separated list: the types not
+// yet given, after those that are.
+func completeTypes(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	given := toComplete[:strings.LastIndex(toComplete, ",")+1]
+	var out []cobra.Completion
+	for _, t := range eventTypeNames() {
+		c := given + t
+		if strings.HasPrefix(c, toComplete) && !slices.Contains(strings.Split(given, ","), t) {
+			out = append(out, c)
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 }
 
 // eventTypes are the event types --type accepts, in the README's order.
