@@ -133,7 +133,9 @@ type eventView struct {
 	Time     time.Time `json:"time"` // see timeSource
 	// TimeSource is "record" when time is the record's own timestamp
 	// (seat-claimed, seat-released, seat-force-released, waiter-joined),
-	// "received" when it is when poolctl received the event.
+	// "received" when it is when poolctl received the event, "replayed"
+	// when that was while --rev replayed history (the time then says
+	// nothing about when the event happened).
 	TimeSource string `json:"timeSource"`
 	// Changes is what a spec-changed event changed; [] otherwise.
 	Changes []specChangeView `json:"changes"`

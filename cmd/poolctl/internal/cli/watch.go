@@ -40,8 +40,8 @@ func newWatchCommand(g *globalOptions) *cobra.Command {
 			"Times: seat-claimed, seat-released, seat-force-released and waiter-joined show\n" +
 			"the time in the record the writer stored (claimedAt, the release's at, since),\n" +
 			"on the writer's clock; every other event, and a record without a time, shows\n" +
-			"when poolctl received it (with --rev, that is when it was replayed). -o json\n" +
-			"says which in timeSource: \"record\" or \"received\".\n\n" +
+			"when poolctl received it, or \"-\" when --rev replayed it from history. -o json\n" +
+			"says which in timeSource: \"record\", \"received\" or \"replayed\".\n\n" +
 			"A lost connection, a broken stream and its resumption are reported on stderr;\n" +
 			"events resume where they stopped. Only when etcd compacted the history the\n" +
 			"stream needed does a \"resync\" event (never filtered out) say events are missing.",
@@ -131,8 +131,15 @@ func (o *watchOptions) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); o.reportConnection(conns) }()
 	s := o.stream(c)
+	sctx, cancel := o.g.withTimeout(ctx)
+	rev, err := s.start(sctx)
+	err = timeoutErr(sctx, err)
+	cancel()
+	if err != nil {
+		return err
+	}
 	p := o.g.printer()
-	err = s.run(ctx, func(ev watchEvent) error {
+	err = s.run(ctx, rev, func(ev watchEvent) error {
 		if len(o.types) > 0 && !o.types[ev.Type] && ev.Type != coordinator.EventResync {
 			return nil
 		}
@@ -226,7 +233,11 @@ func eventTable(v eventView) (header []string, rows [][]string) {
 	if v.Type == string(coordinator.EventSpecChanged) {
 		reason = specChangesText(v.Changes)
 	}
-	rows = [][]string{{v.Time.Local().Format("15:04:05.000"), v.Type, dash(v.Pool), seat, token,
+	when := v.Time.Local().Format("15:04:05.000")
+	if v.TimeSource == timeReplayed {
+		when = "-"
+	}
+	rows = [][]string{{when, v.Type, dash(v.Pool), seat, token,
 		dash(v.Holder), dash(v.Tenant), dash(v.Instance), dash(reason)}}
 	return header, rows
 }

@@ -21,6 +21,9 @@ type eventStream struct {
 	prefix string
 	// from is the first revision to deliver; 0 means the next one.
 	from int64
+	// head is etcd's revision when the stream started: events up to it
+	// are replayed history.
+	head int64
 	// warn reports a break, a resume or a resync (on stderr).
 	warn func(format string, args ...any)
 	// retry is the pause before re-watching after a break.
@@ -37,17 +40,24 @@ func (e compactedError) Error() string {
 // errStreamClosed is a watch channel that closed without an error.
 var errStreamClosed = errors.New("the watch stream closed")
 
-// run delivers events to emit until ctx ends (nil), emit fails, or the
-// start revision given as from is compacted (a compactedError naming it).
-func (s *eventStream) run(ctx context.Context, emit func(watchEvent) error) error {
-	rev := s.from
-	if rev == 0 {
-		cur, err := s.list(ctx)
-		if err != nil {
-			return err
-		}
-		rev = cur + 1
+// start returns the first revision to deliver: from, or the revision
+// after the current one.
+func (s *eventStream) start(ctx context.Context) (int64, error) {
+	cur, err := s.list(ctx)
+	if err != nil {
+		return 0, err
 	}
+	s.head = cur
+	if s.from != 0 {
+		return s.from, nil
+	}
+	return cur + 1, nil
+}
+
+// run delivers events from revision rev to emit until ctx ends (nil), emit
+// fails, or the revision asked for with from is compacted (an error
+// naming it).
+func (s *eventStream) run(ctx context.Context, rev int64, emit func(watchEvent) error) error {
 	for {
 		next, err := s.follow(ctx, rev, emit)
 		var ce compactedError
@@ -96,6 +106,9 @@ func (s *eventStream) follow(ctx context.Context, rev int64, emit func(watchEven
 			return rev, err
 		}
 		for _, ev := range s.tr.translate(wr.Events) {
+			if ev.TimeSource == timeReceived && ev.Revision <= s.head {
+				ev.TimeSource = timeReplayed
+			}
 			if err := emit(ev); err != nil {
 				return rev, emitError{err}
 			}

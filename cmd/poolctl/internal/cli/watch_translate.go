@@ -25,6 +25,10 @@ const (
 	// timeReceived is when poolctl received the event: for events whose
 	// key carries no timestamp, and for records without one.
 	timeReceived = "received"
+	// timeReplayed is timeReceived for an event that --rev replayed from
+	// history: its time says when poolctl read it, nothing about when it
+	// happened. Tables show it as "-".
+	timeReplayed = "replayed"
 )
 
 // watchEvent is one event of poolctl watch.

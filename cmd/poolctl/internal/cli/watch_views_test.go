@@ -78,6 +78,9 @@ func TestWatchReplay(t *testing.T) {
 					t.Fatal(err)
 				}
 				if ev.Revision > end {
+					if ev.TimeSource == timeReplayed {
+						t.Errorf("a live event is marked replayed: %+v", ev)
+					}
 					continue
 				}
 				got = append(got, ev.Type+" "+ev.Holder)
@@ -88,8 +91,8 @@ func TestWatchReplay(t *testing.T) {
 					}
 				case "spec-changed":
 					want := []specChangeView{{"capacity", "1", "3"}, {"tenantLimits.ci", "default", "2"}}
-					if !reflect.DeepEqual(ev.Changes, want) || ev.TimeSource != timeReceived || !ev.Time.Equal(testNow) {
-						t.Errorf("spec-changed = %+v, want changes %v received at the injected clock", ev, want)
+					if !reflect.DeepEqual(ev.Changes, want) || ev.TimeSource != timeReplayed || !ev.Time.Equal(testNow) {
+						t.Errorf("spec-changed = %+v, want changes %v replayed at the injected clock", ev, want)
 					}
 				}
 			}
@@ -105,7 +108,7 @@ func TestWatchReplay(t *testing.T) {
 		inv.sigs.send(t, os.Interrupt)
 		r := wait()
 		r.want(t, ExitOK)
-		if !regexp.MustCompile(`(?m)^\S+\s+spec-changed\s+gpu\s+-\s+-\s+-\s+-\s+-\s+capacity 1 -> 3, tenant ci limit default -> 2$`).MatchString(r.out) {
+		if !regexp.MustCompile(`(?m)^-\s+spec-changed\s+gpu\s+-\s+-\s+-\s+-\s+-\s+capacity 1 -> 3, tenant ci limit default -> 2$`).MatchString(r.out) {
 			t.Errorf("no spec-changed row with the change in REASON:\n%s", r.out)
 		}
 	})
