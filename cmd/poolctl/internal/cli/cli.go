@@ -42,6 +42,9 @@ type Env struct {
 	// ReadPassword prompts on ErrOut and reads a password without echo. It
 	// fails when standard input is not a terminal.
 	ReadPassword func(prompt string) (string, error)
+	// IsTerminal reports whether w is a terminal; -w redraws in place on
+	// one. Nil means never (tests, pipes).
+	IsTerminal func(w io.Writer) bool
 }
 
 // SystemEnv returns the Env of the running process.
@@ -50,8 +53,14 @@ func SystemEnv() *Env {
 		In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
 		Getenv: os.Getenv, Environ: os.Environ, Now: time.Now,
 		Notify: signal.Notify, StopNotify: signal.Stop,
-		ReadPassword: readTerminalPassword,
+		ReadPassword: readTerminalPassword, IsTerminal: isTerminal,
 	}
+}
+
+// isTerminal reports whether w is a file open on a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func readTerminalPassword(prompt string) (string, error) {

@@ -34,7 +34,7 @@ func newDrainCommand(g *globalOptions, state coordinator.InstanceState) *cobra.C
 		Example:           "  poolctl drain demo demo-1\n  poolctl drain demo demo-1 --wait --timeout 5m",
 		Args:              exactArgs("POOL", "INSTANCE"),
 		RunE:              runE(o),
-		ValidArgsFunction: completePools(g),
+		ValidArgsFunction: completeArgs(g, listPools, listInstances),
 	}
 	if state == coordinator.InstanceReady {
 		cmd.Use, cmd.Short, cmd.Long, cmd.Example = "undrain POOL INSTANCE", "Admit new claims to a drained instance again", "", ""

@@ -48,7 +48,8 @@ func (o *instancesOptions) Run(ctx context.Context) error {
 		}
 		v := instanceListViewOf(o.Pool, ins, seats)
 		h, rows := instancesTable(v)
-		return o.g.printer().Print(Result{Data: v, Header: h, Rows: rows})
+		wh, wrows := instancesWide(ins)
+		return o.g.printer().Print(o.g.withWide(Result{Data: v, Header: h, Rows: rows}, wh, wrows))
 	})
 }
 

@@ -28,14 +28,14 @@ type Printer interface {
 // newPrinter returns the printer for --output.
 func newPrinter(format string, noHeaders bool, w io.Writer) (Printer, error) {
 	switch format {
-	case "table":
+	case "table", "wide": // the builders add wide's columns
 		return &tablePrinter{w: w, noHeaders: noHeaders}, nil
 	case "json":
 		return jsonPrinter{w: w}, nil
 	case "yaml":
 		return yamlPrinter{w: w}, nil
 	}
-	return nil, usageError("--output %q: want table, json or yaml", format)
+	return nil, usageError("--output %q: want table, wide, json or yaml", format)
 }
 
 // printer returns the printer the global flags ask for.

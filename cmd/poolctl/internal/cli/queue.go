@@ -11,19 +11,22 @@ import (
 
 // queueOptions is queue.
 type queueOptions struct {
-	g    *globalOptions
-	Pool string
+	g     *globalOptions
+	Pool  string
+	Watch bool // -w: again after every change
 }
 
 func newQueueCommand(g *globalOptions) *cobra.Command {
 	o := &queueOptions{g: g}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:               "queue POOL",
 		Short:             "List a pool's waiters in the order they will be served, with how long each has waited",
 		Args:              exactArgs("POOL"),
 		RunE:              runE(o),
 		ValidArgsFunction: completePools(g),
 	}
+	addWatchFlag(cmd, &o.Watch)
+	return cmd
 }
 
 // Complete implements command.
@@ -37,14 +40,17 @@ func (o *queueOptions) Validate() error { return checkName("pool", o.Pool) }
 
 // Run implements command.
 func (o *queueOptions) Run(ctx context.Context) error {
-	return o.g.do(ctx, func(ctx context.Context, c *coordinator.Coordinator) error {
+	return o.g.view(ctx, o.Watch, o.Pool, func(ctx context.Context, c *coordinator.Coordinator) (frame, error) {
 		ws, err := c.Queue(ctx, o.Pool)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		v := queueViewOf(o.Pool, ws, o.g.env.Now())
-		h, rows := queueTable(v)
-		return o.g.printer().Print(Result{Data: v, Header: h, Rows: rows})
+		return func(now time.Time) Result {
+			v := queueViewOf(o.Pool, ws, now)
+			h, rows := queueTable(v)
+			wh, wrows := queueWide(v, ws)
+			return o.g.withWide(Result{Data: v, Header: h, Rows: rows}, wh, wrows)
+		}, nil
 	})
 }
 

@@ -37,6 +37,8 @@ func newReleaseCommand(g *globalOptions) *cobra.Command {
 		Example: "  poolctl release gpu 1 --token 8812 --reason 'stuck job'\n  poolctl release gpu 1 --force",
 		Args:    exactArgs("POOL", "SEAT"),
 		RunE:    runE(o),
+
+		ValidArgsFunction: completeArgs(g, listPools, listSeats),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Token, "token", "", "release only if the seat is held under this fencing token")

@@ -73,6 +73,9 @@ func newRootCommand(env *Env, sigs *signalRouter) *cobra.Command {
 		newDrainCommand(g, coordinator.InstanceReady), newWatchCommand(g), newRunCommand(g),
 		newStatusCommand(g), newRolesCommand(g), newDoctorCommand(g), newCompletionCommand(), newVersionCommand(g),
 	)
+
+	root.AddCommand(newDescribeCommand(g))
+	registerCompletions(root, g)
 	return root
 }
 
@@ -88,7 +91,7 @@ func (g *globalOptions) addFlags(root *cobra.Command) {
 	f.StringVar(&g.PasswordFile, "password-file", "", "file whose first line is the password of --user")
 	f.DurationVar(&g.DialTimeout, "dial-timeout", defaultDialTimeout, "how long to wait for a connection to etcd")
 	f.DurationVar(&g.CommandTimeout, "command-timeout", defaultCommandTimeout, "bound on each command's etcd requests (not on run's or watch's lifetime)")
-	f.StringVarP(&g.Output, "output", "o", "table", "output format: table, json or yaml")
+	f.StringVarP(&g.Output, "output", "o", "table", "output format: table, wide (table with more columns), json or yaml")
 	f.BoolVar(&g.NoHeaders, "no-headers", false, "omit table headers")
 	for _, name := range envFlags {
 		fl := f.Lookup(name)
@@ -124,9 +127,9 @@ func (g *globalOptions) applyEnv(fs *pflag.FlagSet) error {
 // connection settings are checked by etcdclient, as in poolagent.
 func (g *globalOptions) validate() error {
 	switch g.Output {
-	case "table", "json", "yaml":
+	case "table", "wide", "json", "yaml":
 	default:
-		return usageError("--output %q: want table, json or yaml", g.Output)
+		return usageError("--output %q: want table, wide, json or yaml", g.Output)
 	}
 	if err := checkPrefix(g.Prefix); err != nil {
 		return err

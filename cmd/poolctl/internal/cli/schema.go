@@ -130,7 +130,15 @@ type eventView struct {
 	Instance string    `json:"instance"`
 	Reason   string    `json:"reason"`
 	Revision int64     `json:"revision"`
-	Time     time.Time `json:"time"` // when poolctl received it
+	Time     time.Time `json:"time"` // see timeSource
+	// TimeSource is "record" when time is the record's own timestamp
+	// (seat-claimed, seat-released, seat-force-released, waiter-joined),
+	// "received" when it is when poolctl received the event, "replayed"
+	// when that was while --rev replayed history (the time then says
+	// nothing about when the event happened).
+	TimeSource string `json:"timeSource"`
+	// Changes is what a spec-changed event changed; [] otherwise.
+	Changes []specChangeView `json:"changes"`
 }
 
 // versionView is version.

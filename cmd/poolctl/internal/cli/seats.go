@@ -11,19 +11,25 @@ import (
 
 // seatsOptions is seats.
 type seatsOptions struct {
-	g    *globalOptions
-	Pool string
+	g     *globalOptions
+	Pool  string
+	Watch bool // -w: again after every change
 }
 
 func newSeatsCommand(g *globalOptions) *cobra.Command {
 	o := &seatsOptions{g: g}
-	return &cobra.Command{
-		Use:               "seats POOL",
-		Short:             "List a pool's held seats: holder, tenant, instance, token, age, lease TTL left",
+	cmd := &cobra.Command{
+		Use:   "seats POOL",
+		Short: "List a pool's held seats: holder, tenant, instance, token, age, lease TTL left",
+		Long: "List a pool's held seats: holder, tenant, instance, token, age and lease TTL left.\n" +
+			"-o wide adds the lease, when the seat was claimed (the holder's clock) and the\n" +
+			"instance's address. With -w, LEASE-TTL is as of the last change; ages keep counting.",
 		Args:              exactArgs("POOL"),
 		RunE:              runE(o),
 		ValidArgsFunction: completePools(g),
 	}
+	addWatchFlag(cmd, &o.Watch)
+	return cmd
 }
 
 // Complete implements command.
@@ -37,15 +43,31 @@ func (o *seatsOptions) Validate() error { return checkName("pool", o.Pool) }
 
 // Run implements command.
 func (o *seatsOptions) Run(ctx context.Context) error {
-	return o.g.do(ctx, func(ctx context.Context, c *coordinator.Coordinator) error {
+	return o.g.view(ctx, o.Watch, o.Pool, func(ctx context.Context, c *coordinator.Coordinator) (frame, error) {
 		seats, err := c.Seats(ctx, o.Pool)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		v := seatListViewOf(o.Pool, seats, o.g.env.Now())
-		h, rows := seatsTable(v)
-		return o.g.printer().Print(Result{Data: v, Header: h, Rows: rows})
+		addrs, err := o.addrs(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		return func(now time.Time) Result {
+			v := seatListViewOf(o.Pool, seats, now)
+			h, rows := seatsTable(v)
+			wh, wrows := seatsWide(v, addrs)
+			return o.g.withWide(Result{Data: v, Header: h, Rows: rows}, wh, wrows)
+		}, nil
 	})
+}
+
+// addrs maps instance IDs to addresses for -o wide; nil otherwise.
+func (o *seatsOptions) addrs(ctx context.Context, c *coordinator.Coordinator) (map[string]string, error) {
+	if !o.g.wide() {
+		return nil, nil
+	}
+	ins, err := c.Instances(ctx, o.Pool)
+	return addrsOf(ins), err
 }
 
 // seatListViewOf renders seats for JSON/YAML; now fixes their ages.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -9,16 +10,21 @@ import (
 )
 
 // statusOptions is status.
-type statusOptions struct{ g *globalOptions }
+type statusOptions struct {
+	g     *globalOptions
+	Watch bool // -w: again after every change
+}
 
 func newStatusCommand(g *globalOptions) *cobra.Command {
 	o := &statusOptions{g: g}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show every pool's capacity, held, free and waiting seats with a utilization bar",
 		Args:  exactArgs(),
 		RunE:  runE(o),
 	}
+	addWatchFlag(cmd, &o.Watch)
+	return cmd
 }
 
 // Complete implements command.
@@ -29,14 +35,17 @@ func (o *statusOptions) Validate() error { return nil }
 
 // Run implements command.
 func (o *statusOptions) Run(ctx context.Context) error {
-	return o.g.do(ctx, func(ctx context.Context, c *coordinator.Coordinator) error {
+	return o.g.view(ctx, o.Watch, "", func(ctx context.Context, c *coordinator.Coordinator) (frame, error) {
 		pools, err := c.ListPools(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		v := poolListViewOf(pools)
-		h, rows := statusTable(v)
-		return o.g.printer().Print(Result{Data: v, Header: h, Rows: rows})
+		return func(time.Time) Result {
+			v := poolListViewOf(pools)
+			h, rows := statusTable(v)
+			wh, wrows := statusWide(pools)
+			return o.g.withWide(Result{Data: v, Header: h, Rows: rows}, wh, wrows)
+		}, nil
 	})
 }
 

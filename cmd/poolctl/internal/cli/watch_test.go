@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -81,15 +82,16 @@ func TestWatchJSON(t *testing.T) {
 	inv.sigs.send(t, os.Interrupt)
 	r := wait()
 	r.want(t, ExitOK)
+	const rec, recv = timeRecord, timeReceived
 	want := []eventView{
-		{Type: "seat-claimed", Pool: "gpu", Seat: a.Seat(), Token: a.Token(), Holder: "alice", Tenant: "ci"},
-		{Type: "waiter-joined", Pool: "gpu", Seat: -1, Holder: "bob"},
-		{Type: "seat-released", Pool: "gpu", Seat: a.Seat(), Token: a.Token(), Holder: "alice", Tenant: "ci"},
-		{Type: "seat-claimed", Pool: "gpu", Seat: b.Seat(), Token: b.Token(), Holder: "bob"},
-		{Type: "waiter-left", Pool: "gpu", Seat: -1, Holder: "bob"},
-		{Type: "seat-force-released", Pool: "gpu", Seat: b.Seat(), Token: b.Token(), Holder: "bob", Reason: "maintenance"},
-		{Type: "seat-claimed", Pool: "gpu", Seat: c.Seat(), Token: c.Token(), Holder: "carol"},
-		{Type: "seat-expired", Pool: "gpu", Seat: c.Seat(), Token: c.Token(), Holder: "carol", Reason: coordinator.ReasonExpired},
+		{Type: "seat-claimed", Pool: "gpu", Seat: a.Seat(), Token: a.Token(), Holder: "alice", Tenant: "ci", TimeSource: rec},
+		{Type: "waiter-joined", Pool: "gpu", Seat: -1, Holder: "bob", TimeSource: rec},
+		{Type: "seat-released", Pool: "gpu", Seat: a.Seat(), Token: a.Token(), Holder: "alice", Tenant: "ci", TimeSource: rec},
+		{Type: "seat-claimed", Pool: "gpu", Seat: b.Seat(), Token: b.Token(), Holder: "bob", TimeSource: rec},
+		{Type: "waiter-left", Pool: "gpu", Seat: -1, Holder: "bob", TimeSource: recv},
+		{Type: "seat-force-released", Pool: "gpu", Seat: b.Seat(), Token: b.Token(), Holder: "bob", Reason: "maintenance", TimeSource: rec},
+		{Type: "seat-claimed", Pool: "gpu", Seat: c.Seat(), Token: c.Token(), Holder: "carol", TimeSource: rec},
+		{Type: "seat-expired", Pool: "gpu", Seat: c.Seat(), Token: c.Token(), Holder: "carol", Reason: coordinator.ReasonExpired, TimeSource: recv},
 	}
 	got := jsonEvents(t, r.out)
 	if len(got) != len(want) {
@@ -100,9 +102,17 @@ func TestWatchJSON(t *testing.T) {
 		if ev.Revision < last || ev.Time.IsZero() {
 			t.Errorf("event %d: revision %d after %d, time %v", i, ev.Revision, last, ev.Time)
 		}
+		// Received times are the injected clock's; record times the
+		// claimants' real clock.
+		if fromClock := ev.Time.Equal(testNow); fromClock != (ev.TimeSource == timeReceived) {
+			t.Errorf("event %d (%s): time %v with timeSource %q", i, ev.Type, ev.Time, ev.TimeSource)
+		}
+		if len(ev.Changes) != 0 {
+			t.Errorf("event %d (%s): changes %v", i, ev.Type, ev.Changes)
+		}
 		last = ev.Revision
-		ev.Revision, ev.Time = 0, time.Time{}
-		if ev != want[i] {
+		ev.Revision, ev.Time, ev.Changes = 0, time.Time{}, nil
+		if !reflect.DeepEqual(ev, want[i]) {
 			t.Errorf("event %d = %+v\n          want %+v", i, ev, want[i])
 		}
 	}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+)
+
+// TestWatchReportsOutage stops etcd under a running watch and seats -w:
+// both say on stderr that the connection was lost, watch says when it is
+// back, and events committed after it came back still arrive.
+func TestWatchReportsOutage(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cli := cluster.Client(t)
+	// Through a proxy, so that the test can cut poolctl's streams: etcd's
+	// Close otherwise waits 7 s for them to end.
+	proxy := etcdtest.NewProxy(t, cluster.Endpoint(0))
+	h := &harness{t: t, eps: proxy.URL(), cli: cli, c: agenttest.Coordinator(t, cli)}
+	h.createPool("gpu", coordinator.PoolSpec{Capacity: 2})
+	inv, wait := h.startWatch(t, "gpu", "gpu")
+	seatsInv := newInvocation()
+	seatsWait := h.start(seatsInv, "seats", "gpu", "-w")
+	agenttest.Eventually(t, 10*time.Second, "seats -w", func() bool { return strings.Contains(seatsInv.out.String(), "SEAT") })
+
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); cluster.Stop(0) }()
+	time.Sleep(200 * time.Millisecond) // etcd no longer accepts connections
+	proxy.Restore()                    // and those it had are gone
+	<-stopped
+	for _, i := range []*invocation{inv, seatsInv} {
+		agenttest.Eventually(t, 10*time.Second, "the loss on stderr", func() bool {
+			return strings.Contains(i.err.String(), "connection to etcd lost")
+		})
+	}
+	cluster.Restart(t, 0)
+	agenttest.Eventually(t, 15*time.Second, "the return on stderr", func() bool {
+		return strings.Contains(inv.err.String(), "watch: connection to etcd restored after ") &&
+			strings.Contains(seatsInv.err.String(), "connection to etcd restored")
+	})
+	h.claim("gpu", coordinator.WithHolder("after-outage"))
+	agenttest.Eventually(t, 10*time.Second, "events after the outage", func() bool {
+		return strings.Contains(inv.out.String(), "after-outage") && strings.Contains(seatsInv.out.String(), "after-outage")
+	})
+	for _, w := range []struct {
+		inv  *invocation
+		wait func() result
+	}{{inv, wait}, {seatsInv, seatsWait}} {
+		w.inv.sigs.send(t, os.Interrupt)
+		w.wait().want(t, ExitOK)
+	}
+}
+
+// TestWatchResyncsAfterCompaction cuts a watch off while the history it
+// still needs is written and compacted away: it says so on stderr and
+// prints a resync event, then goes on.
+func TestWatchResyncsAfterCompaction(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cli := cluster.Client(t)
+	proxy := etcdtest.NewProxy(t, cluster.Endpoint(0))
+	h := &harness{t: t, eps: proxy.URL(), cli: cli, c: agenttest.Coordinator(t, cli)}
+	h.createPool("gpu", coordinator.PoolSpec{Capacity: 2})
+	inv, wait := h.startWatch(t, "gpu", "gpu", "-o", "json")
+	proxy.Blackhole()
+	h.claim("gpu", coordinator.WithHolder("lost-in-compaction"))
+	h.createPool("later", coordinator.PoolSpec{Capacity: 1}) // so the claim's revision is compacted too
+	etcdtest.Compact(t, cli)
+	proxy.Restore()
+	agenttest.Eventually(t, 15*time.Second, "the resync", func() bool {
+		return strings.Contains(inv.out.String(), `"type":"resync"`) &&
+			strings.Contains(inv.err.String(), "watch: etcd compacted history this watch still needed")
+	})
+	h.claim("gpu", coordinator.WithHolder("after-resync"))
+	agenttest.Eventually(t, 10*time.Second, "events after the resync", func() bool {
+		return strings.Contains(inv.out.String(), "after-resync")
+	})
+	inv.sigs.send(t, os.Interrupt)
+	r := wait()
+	r.want(t, ExitOK)
+	if strings.Contains(r.out, "lost-in-compaction") {
+		t.Errorf("an event from compacted history arrived; the test did not cut the watch off:\n%s", r.out)
+	}
+}
