@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -90,13 +90,13 @@ func TestRefresh(t *testing.T) {
 				inv.env.IsTerminal = func(w io.Writer) bool { return w == inv.out }
 			}
 			wait := h.start(inv, tt.args...)
-			agenttest.Eventually(t, 10*time.Second, "first frame", func() bool { return tt.frames(inv.out.String()) == 1 })
+			testkit.Eventually(t, 10*time.Second, "first frame", func() bool { return tt.frames(inv.out.String()) == 1 })
 			// Nothing changes: no new frame, though a terminal's clock ticks.
-			agenttest.Consistently(t, refreshTick+300*time.Millisecond, "no frame without a change", func() bool {
+			testkit.Consistently(t, refreshTick+300*time.Millisecond, "no frame without a change", func() bool {
 				return tt.frames(inv.out.String()) == 1
 			})
 			tt.change(t, h)
-			agenttest.Eventually(t, 10*time.Second, "the change's frame", func() bool { return tt.landed(inv.out.String()) })
+			testkit.Eventually(t, 10*time.Second, "the change's frame", func() bool { return tt.landed(inv.out.String()) })
 			inv.sigs.send(t, os.Interrupt)
 			r := wait()
 			r.want(t, ExitOK)
@@ -117,7 +117,7 @@ func TestRefreshEnds(t *testing.T) {
 	h.run("queue", "a/b", "-w").want(t, ExitUsage)
 	inv := newInvocation()
 	wait := h.start(inv, "queue", "gpu", "-w")
-	agenttest.Eventually(t, 10*time.Second, "first frame", func() bool { return strings.Contains(inv.out.String(), "POSITION") })
+	testkit.Eventually(t, 10*time.Second, "first frame", func() bool { return strings.Contains(inv.out.String(), "POSITION") })
 	h.run("pool", "delete", "gpu").want(t, ExitOK)
 	r := wait()
 	r.want(t, ExitNotFound)

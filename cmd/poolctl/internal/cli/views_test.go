@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -49,7 +49,7 @@ func (h *harness) wait(t *testing.T, pool, holder string) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	agenttest.Eventually(t, 10*time.Second, holder+" to queue", func() bool {
+	testkit.Eventually(t, 10*time.Second, holder+" to queue", func() bool {
 		ws, _ := h.c.Queue(context.Background(), pool)
 		for _, w := range ws {
 			if w.Holder == holder {

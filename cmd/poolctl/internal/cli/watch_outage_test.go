@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -20,12 +20,12 @@ func TestWatchReportsOutage(t *testing.T) {
 	// Through a proxy, so that the test can cut poolctl's streams: etcd's
 	// Close otherwise waits 7 s for them to end.
 	proxy := etcdtest.NewProxy(t, cluster.Endpoint(0))
-	h := &harness{t: t, eps: proxy.URL(), cli: cli, c: agenttest.Coordinator(t, cli)}
+	h := &harness{t: t, eps: proxy.URL(), cli: cli, c: testkit.Coordinator(t, cli)}
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 2})
 	inv, wait := h.startWatch(t, "gpu", "gpu")
 	seatsInv := newInvocation()
 	seatsWait := h.start(seatsInv, "seats", "gpu", "-w")
-	agenttest.Eventually(t, 10*time.Second, "seats -w", func() bool { return strings.Contains(seatsInv.out.String(), "SEAT") })
+	testkit.Eventually(t, 10*time.Second, "seats -w", func() bool { return strings.Contains(seatsInv.out.String(), "SEAT") })
 
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); cluster.Stop(0) }()
@@ -33,17 +33,17 @@ func TestWatchReportsOutage(t *testing.T) {
 	proxy.Restore()                    // and those it had are gone
 	<-stopped
 	for _, i := range []*invocation{inv, seatsInv} {
-		agenttest.Eventually(t, 10*time.Second, "the loss on stderr", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the loss on stderr", func() bool {
 			return strings.Contains(i.err.String(), "connection to etcd lost")
 		})
 	}
 	cluster.Restart(t, 0)
-	agenttest.Eventually(t, 15*time.Second, "the return on stderr", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the return on stderr", func() bool {
 		return strings.Contains(inv.err.String(), "watch: connection to etcd restored after ") &&
 			strings.Contains(seatsInv.err.String(), "connection to etcd restored")
 	})
 	h.claim("gpu", coordinator.WithHolder("after-outage"))
-	agenttest.Eventually(t, 10*time.Second, "events after the outage", func() bool {
+	testkit.Eventually(t, 10*time.Second, "events after the outage", func() bool {
 		return strings.Contains(inv.out.String(), "after-outage") && strings.Contains(seatsInv.out.String(), "after-outage")
 	})
 	for _, w := range []struct {
@@ -62,7 +62,7 @@ func TestWatchResyncsAfterCompaction(t *testing.T) {
 	cluster := etcdtest.Start(t)
 	cli := cluster.Client(t)
 	proxy := etcdtest.NewProxy(t, cluster.Endpoint(0))
-	h := &harness{t: t, eps: proxy.URL(), cli: cli, c: agenttest.Coordinator(t, cli)}
+	h := &harness{t: t, eps: proxy.URL(), cli: cli, c: testkit.Coordinator(t, cli)}
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 2})
 	inv, wait := h.startWatch(t, "gpu", "gpu", "-o", "json")
 	proxy.Blackhole()
@@ -70,12 +70,12 @@ func TestWatchResyncsAfterCompaction(t *testing.T) {
 	h.createPool("later", coordinator.PoolSpec{Capacity: 1}) // so the claim's revision is compacted too
 	etcdtest.Compact(t, cli)
 	proxy.Restore()
-	agenttest.Eventually(t, 15*time.Second, "the resync", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the resync", func() bool {
 		return strings.Contains(inv.out.String(), `"type":"resync"`) &&
 			strings.Contains(inv.err.String(), "watch: etcd compacted history this watch still needed")
 	})
 	h.claim("gpu", coordinator.WithHolder("after-resync"))
-	agenttest.Eventually(t, 10*time.Second, "events after the resync", func() bool {
+	testkit.Eventually(t, 10*time.Second, "events after the resync", func() bool {
 		return strings.Contains(inv.out.String(), "after-resync")
 	})
 	inv.sigs.send(t, os.Interrupt)

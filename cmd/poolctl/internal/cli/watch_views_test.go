@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/agent/agenttest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -61,12 +61,12 @@ func TestWatchReplay(t *testing.T) {
 			}
 			inv := newInvocation()
 			wait := h.start(inv, args...)
-			agenttest.Eventually(t, 10*time.Second, "replay", func() bool { return len(lines(inv.out.String())) >= len(tt.want) })
+			testkit.Eventually(t, 10*time.Second, "replay", func() bool { return len(lines(inv.out.String())) >= len(tt.want) })
 			// Later history would follow; one more write shows nothing
 			// else was due before it.
 			live := h.currentRev(t)
 			h.run("pool", "set", "gpu", "--capacity", "4").want(t, ExitOK)
-			agenttest.Eventually(t, 10*time.Second, "the stream to pass the replay", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the stream to pass the replay", func() bool {
 				return tt.types != "" || len(lines(inv.out.String())) > len(tt.want)
 			})
 			inv.sigs.send(t, os.Interrupt)
@@ -105,7 +105,7 @@ func TestWatchReplay(t *testing.T) {
 	t.Run("table says what changed", func(t *testing.T) {
 		inv := newInvocation()
 		wait := h.start(inv, "watch", "gpu", "--rev", itoa64(from), "--type", "spec-changed")
-		agenttest.Eventually(t, 10*time.Second, "replay", func() bool { return strings.Contains(inv.out.String(), "tenant ci limit") })
+		testkit.Eventually(t, 10*time.Second, "replay", func() bool { return strings.Contains(inv.out.String(), "tenant ci limit") })
 		inv.sigs.send(t, os.Interrupt)
 		r := wait()
 		r.want(t, ExitOK)
@@ -162,13 +162,13 @@ func TestWatchMatchesCoordinator(t *testing.T) {
 	if _, err := h.c.ForceRelease(ctxT(t, 5*time.Second), "gpu", a.Seat(), a.Token(), "stuck"); err != nil {
 		t.Fatal(err)
 	}
-	agenttest.Eventually(t, 10*time.Second, "bob's grant", func() bool { s, _ := h.c.Seats(ctx, "gpu"); return len(s) == 1 })
+	testkit.Eventually(t, 10*time.Second, "bob's grant", func() bool { s, _ := h.c.Seats(ctx, "gpu"); return len(s) == 1 })
 	h.run("pool", "set", "gpu", "--capacity", "2").want(t, ExitOK)
 	h.claim("gpu", coordinator.WithHolder("carol"), coordinator.WithInstance("node-0"))
 	h.run("drain", "gpu", "node-0").want(t, ExitOK)
 	etcdtest.Revoke(t, h.cli, agent.Lease()) // instance down
 	h.run("pool", "delete", "gpu", "--force").want(t, ExitOK)
-	agenttest.Eventually(t, 10*time.Second, "pool-deleted", func() bool { return strings.Contains(inv.out.String(), "pool-deleted") })
+	testkit.Eventually(t, 10*time.Second, "pool-deleted", func() bool { return strings.Contains(inv.out.String(), "pool-deleted") })
 	inv.sigs.send(t, os.Interrupt)
 	r := wait()
 	r.want(t, ExitOK)
