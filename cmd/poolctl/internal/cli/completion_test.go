@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestCompleteValues runs cobra's __complete in-process against etcd: pool
@@ -16,7 +17,7 @@ func TestCompleteValues(t *testing.T) {
 	h.createPool("builds", coordinator.PoolSpec{Capacity: 1})
 	agent := h.session(10 * time.Second)
 	for _, id := range []string{"node-0", "node-1", "spare"} {
-		if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{ID: id, Addr: "10.0.0.9:1", Seats: 1}); err != nil {
+		if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{ID: id, Addr: "10.0.0.9:1", Seats: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 var separatorRE = regexp.MustCompile(`(?m)^--- \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, after revision \d+$`)

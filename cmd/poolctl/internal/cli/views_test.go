@@ -10,8 +10,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // viewScene is pool gpu (capacity 1) with instance node-0, alice holding
@@ -25,7 +25,7 @@ func (h *harness) viewScene(t *testing.T) viewScene {
 	t.Helper()
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 1, TenantLimit: 2, TenantLimits: map[string]int{"ci": 1}})
 	agent := h.session(10 * time.Second)
-	if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{
+	if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{
 		ID: "node-0", Addr: "10.0.0.1:9000", Seats: 1, Labels: map[string]string{"zone": "a"}, Agent: "vm"}); err != nil {
 		t.Fatal(err)
 	}

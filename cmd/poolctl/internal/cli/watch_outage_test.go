@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // TestWatchReportsOutage stops etcd under a running watch and seats -w:

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdpool/etcdpool/internal/testkit"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // currentRev is etcd's revision now.
 func (h *harness) currentRev(t *testing.T) int64 {
 	t.Helper()
-	resp, err := h.cli.Get(ctxT(t, 5*time.Second), "rev-probe")
+	resp, err := h.cli.Get(testkit.Ctx(t, 5*time.Second), "rev-probe")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +33,12 @@ func TestWatchReplay(t *testing.T) {
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 1})
 	from := h.currentRev(t) + 1
 	a := h.claim("gpu", coordinator.WithHolder("alice"))
-	seats, err := h.c.Seats(ctxT(t, 5*time.Second), "gpu")
+	seats, err := h.c.Seats(testkit.Ctx(t, 5*time.Second), "gpu")
 	if err != nil || len(seats) != 1 {
 		t.Fatalf("seats %v, %v", seats, err)
 	}
 	h.run("pool", "set", "gpu", "--capacity", "3", "--tenant-limit-for", "ci=2").want(t, ExitOK)
-	if err := a.Release(ctxT(t, 5*time.Second)); err != nil {
+	if err := a.Release(testkit.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	h.claim("gpu", coordinator.WithHolder("bob"))
@@ -154,12 +154,12 @@ func TestWatchMatchesCoordinator(t *testing.T) {
 	inv, wait := h.startWatch(t, "gpu", "-o", "json")
 
 	agent := h.session(10 * time.Second)
-	if _, err := h.c.RegisterInstance(ctxT(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{ID: "node-0", Seats: 2}); err != nil {
+	if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{ID: "node-0", Seats: 2}); err != nil {
 		t.Fatal(err)
 	}
 	a := h.claim("gpu", coordinator.WithHolder("alice"), coordinator.WithTenant("ci"))
 	h.wait(t, "gpu", "bob")
-	if _, err := h.c.ForceRelease(ctxT(t, 5*time.Second), "gpu", a.Seat(), a.Token(), "stuck"); err != nil {
+	if _, err := h.c.ForceRelease(testkit.Ctx(t, 5*time.Second), "gpu", a.Seat(), a.Token(), "stuck"); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, "bob's grant", func() bool { s, _ := h.c.Seats(ctx, "gpu"); return len(s) == 1 })
