@@ -14,16 +14,20 @@
 //
 //	<root>/pools/<pool>/spec                      PoolSpec JSON; no lease
 //	<root>/pools/<pool>/instances/<id>            Instance JSON; agent's lease
-//	<root>/pools/<pool>/seats/<seat>              seat record JSON; holder's lease
-//	<root>/pools/<pool>/binds/<id>/<slot>         instance slot; holder's lease
-//	<root>/pools/<pool>/tenants/<tenant>/<slot>   tenant slot; holder's lease
+//	<root>/pools/<pool>/seats/<seat>/<claim>             seat record JSON; holder's lease
+//	<root>/pools/<pool>/binds/<id>/<slot>/<claim>        instance slot; holder's lease
+//	<root>/pools/<pool>/tenants/<tenant>/<slot>/<claim>  tenant slot; holder's lease
 //	<root>/pools/<pool>/queue/<lease>-<nonce>     waiter JSON; waiter's lease
 //	<root>/pools/<pool>/grants/<lease>-<nonce>    seat granted to that waiter; its lease
 //	<root>/pools/<pool>/fences/<lease>            claim fence; claimant's lease
 //	<root>/pools/<pool>/released/<seat>           last release record; its holder's lease
 //
 // Seats and slots are 7-digit zero-padded numbers, so lexical order is
-// numeric order; names never contain '/'. A claim takes a seat number below
+// numeric order; names never contain '/'. <claim> is the holding claim's
+// <lease>-<nonce>; a slot is held while a key exists under <slot>/, and
+// holds at most one (every claim compares that range). Keys of the schema
+// before v0.3 (no <claim> segment) make claims fail with ErrForeignKey
+// naming them. A claim takes a seat number below
 // the number held plus 16, so the seat numbers in use stay within the peak
 // held plus 16. A release record is keyed by seat number and bound to the
 // lease of the holder it describes, so records go with their sessions: a
@@ -59,9 +63,11 @@
 // ahead or its own grant key changes, so a release wakes one waiter. The
 // head grants free seats to itself and, in the same txn, to the waiters
 // behind it in order, each grant a nested txn that re-checks that waiter's
-// queue key, fence and slots (grant.go). A waiter barred by its own tenant
-// limit or instance selector steps out of line instead of blocking the
-// others (see queue.go).
+// queue key, fence and slots (grant.go). A release made while others wait
+// hands the seat to the first of them in the release txn itself, by such a
+// nested grant (handoff.go). A waiter barred by its own tenant limit or
+// instance selector steps out of line instead of blocking the others (see
+// queue.go).
 //
 // # Liveness and loss
 //
