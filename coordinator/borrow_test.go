@@ -16,7 +16,6 @@ import (
 // its own TTL only through the owner's keepalives, ends when the owner
 // stops them, and never revokes the lease.
 func TestBorrowedSessionFollowsTheOwnersLease(t *testing.T) {
-	t.Parallel()
 	c, cli := newCoord(t)
 	ctx := ctxT(t, 30*time.Second)
 	createPool(t, c, "calls", coordinator.PoolSpec{Capacity: 1})
@@ -71,7 +70,6 @@ func TestBorrowedSessionFollowsTheOwnersLease(t *testing.T) {
 // ReleaseBy and ForceReleaseBy record the identity given, and the holder
 // of a force-released seat reads it in Err.
 func TestReleaseByNamesTheReleaser(t *testing.T) {
-	t.Parallel()
 	c, cli := newCoord(t)
 	ctx := ctxT(t, 20*time.Second)
 	createPool(t, c, "calls", coordinator.PoolSpec{Capacity: 2})
