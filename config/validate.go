@@ -15,7 +15,7 @@ import (
 // and the agent and sidecar sections as far as they are filled in. Use
 // ValidateServe or ValidateSidecar to also require what a mode needs.
 func (c Config) Validate() error {
-	for _, check := range []func() error{c.validateEtcd, c.validateCommon, c.validateAgent, c.validateSidecar} {
+	for _, check := range []func() error{c.validateEtcd, c.validateCommon, c.validateAgent, c.validateSidecar, c.validateAPI} {
 		if err := check(); err != nil {
 			return err
 		}
