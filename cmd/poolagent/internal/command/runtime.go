@@ -162,6 +162,12 @@ func (r agentRun) run(ctx context.Context) error {
 	reg.MustRegister(metrics.NewPoolCollector(co, r.pools, timeout))
 	a := agent.New(co, r.cfg.Agent, append(agentOptions(r.log, timeout, m), agent.WithTakeover(r.takeover))...)
 
+	stopAPI, err := startAPI(co, r.cfg, r.log)
+	if err != nil {
+		r.ln.Close()
+		return err
+	}
+	defer func() { _ = stopAPI() }()
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
 	followed := r.follow(bg, co, m)
