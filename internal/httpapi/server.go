@@ -129,7 +129,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, p *Principal) erro
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	for _, rt := range s.table() {
-		s.mux.Handle(rt.pattern, s.wrap(rt.h))
+		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
 	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -137,39 +137,46 @@ func (s *Server) routes() {
 	})
 }
 
-// route is one endpoint.
+// route is one endpoint and the operation it needs on its {pool}.
 type route struct {
 	pattern string
+	op      Operation
 	h       handlerFunc
 }
 
-// table lists the endpoints: method and path, as http.ServeMux takes them.
+// table lists the endpoints: method and path, as http.ServeMux takes them,
+// and the operation each needs.
 func (s *Server) table() []route {
 	return []route{
-		{"POST /v1/sessions", s.createSession},
-		{"POST /v1/sessions/{session}/keepalive", s.keepAlive},
-		{"DELETE /v1/sessions/{session}", s.deleteSession},
-		{"POST /v1/pools/{pool}/claims", s.claim},
-		{"DELETE /v1/pools/{pool}/seats/{seat}", s.release},
-		{"GET /v1/pools/{pool}/seats/{seat}/events", s.lossStream},
-		{"GET /v1/pools", s.listPools},
-		{"GET /v1/pools/{pool}", s.getPool},
-		{"PUT /v1/pools/{pool}", s.putPool},
-		{"GET /v1/pools/{pool}/seats", s.listSeats},
-		{"GET /v1/pools/{pool}/queue", s.listQueue},
-		{"GET /v1/pools/{pool}/instances", s.listInstances},
-		{"GET /v1/pools/{pool}/events", s.events},
-		{"POST /v1/pools/{pool}/seats/{seat}/force-release", s.forceRelease},
-		{"POST /v1/pools/{pool}/instances/{instance}/drain", s.drain},
+		{"POST /v1/sessions", OpClaim, s.createSession},
+		{"POST /v1/sessions/{session}/keepalive", OpClaim, s.keepAlive},
+		{"DELETE /v1/sessions/{session}", OpClaim, s.deleteSession},
+		{"POST /v1/pools/{pool}/claims", OpClaim, s.claim},
+		{"DELETE /v1/pools/{pool}/seats/{seat}", OpClaim, s.release},
+		{"GET /v1/pools/{pool}/seats/{seat}/events", OpClaim, s.lossStream},
+		{"GET /v1/pools", OpRead, s.listPools},
+		{"GET /v1/pools/{pool}", OpRead, s.getPool},
+		{"PUT /v1/pools/{pool}", OpAdmin, s.putPool},
+		{"GET /v1/pools/{pool}/seats", OpRead, s.listSeats},
+		{"GET /v1/pools/{pool}/queue", OpRead, s.listQueue},
+		{"GET /v1/pools/{pool}/instances", OpRead, s.listInstances},
+		{"GET /v1/pools/{pool}/events", OpRead, s.events},
+		{"POST /v1/pools/{pool}/seats/{seat}/force-release", OpForceRelease, s.forceRelease},
+		{"POST /v1/pools/{pool}/instances/{instance}/drain", OpDrain, s.drain},
 	}
 }
 
-// wrap authenticates the request, runs h and writes its error.
-func (s *Server) wrap(h handlerFunc) http.Handler {
+// wrap authenticates the request, checks that the principal may perform
+// the route's operation on its {pool} (if it has one), runs the handler
+// and writes its error.
+func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.auth.authenticate(r)
 		if err == nil {
-			err = h(w, r, p)
+			err = p.may(rt.op, r.PathValue("pool"))
+		}
+		if err == nil {
+			err = rt.h(w, r, p)
 		}
 		if err != nil {
 			status, _ := statusOf(err)
