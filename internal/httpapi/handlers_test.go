@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/httpapi"
 )
 
 // The whole life of a session and a seat, with every status a holder can
@@ -75,6 +76,9 @@ func TestInvalidInputAndNotFound(t *testing.T) {
 	e.claim("", "nosuch", map[string]any{"session": s}).want(t, "claim on a missing pool", 404, "not_found")
 	e.do("GET", "/v1/pools/nosuch", "", nil).want(t, "missing pool", 404, "not_found")
 	e.do("GET", "/v1/nowhere", "", nil).want(t, "unknown path", 404, "not_found")
+	if r := e.do("GET", "/v1/openapi.json", "", nil).want(t, "openapi", 200, ""); r.raw != string(httpapi.OpenAPI) {
+		t.Fatal("/v1/openapi.json does not serve the embedded document")
+	}
 	e.do("POST", "/v1/pools/p/seats/3/force-release", "", map[string]any{"token": 5, "reason": "x"}).want(t, "force-release a free seat", 404, "not_held")
 }
 
