@@ -56,17 +56,16 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, p *Principal) err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.timeout+wait)
 	defer cancel()
-	sess, done, err := s.ss.borrow(ctx, h, p.Name)
-	if err != nil {
-		return err
-	}
-	defer done()
 	cctx, ccancel := ctx, context.CancelFunc(func() {})
 	if wait > 0 {
 		cctx, ccancel = context.WithTimeout(ctx, wait)
 	}
 	defer ccancel()
-	cl, err := s.co.Claim(cctx, sess, pool, opts...)
+	var cl *coordinator.Claim
+	err = s.withSession(ctx, h, p.Name, func(sess *coordinator.Session) (err error) {
+		cl, err = s.co.Claim(cctx, sess, pool, opts...)
+		return err
+	})
 	if err != nil {
 		if wait > 0 && errors.Is(err, context.DeadlineExceeded) && cctx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("%w: no seat of pool %q within %v", ErrWaitTimeout, pool, wait)
@@ -144,15 +143,17 @@ func parseSeatRef(r *http.Request) (seatRef, error) {
 // adopt finds the claim that ref names, held by the caller's session, and
 // the borrowed session. Call done when finished with the claim.
 func (s *Server) adopt(ctx context.Context, p *Principal, ref seatRef) (*coordinator.Claim, *coordinator.Session, func(), error) {
-	sess, done, err := s.ss.borrow(ctx, ref.h, p.Name)
+	var cl *coordinator.Claim
+	var sess *coordinator.Session
+	err := s.withSession(ctx, ref.h, p.Name, func(bs *coordinator.Session) (err error) {
+		sess = bs
+		cl, err = s.co.Adopt(ctx, bs, ref.pool, ref.seat, ref.token)
+		return err
+	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cl, err := s.co.Adopt(ctx, sess, ref.pool, ref.seat, ref.token)
-	if err != nil {
-		done()
-		return nil, nil, nil, err
-	}
+	done := s.ss.hold(ref.h.lease, sess)
 	return cl, sess, func() { cl.Detach(); done() }, nil
 }
 

@@ -31,6 +31,10 @@ var (
 	ErrWaitTimeout = errors.New("httpapi: wait timed out")
 	// ErrNotFound reports an unknown path.
 	ErrNotFound = errors.New("httpapi: not found")
+	// ErrUnavailable reports that etcd did not answer in time, or that the
+	// replica could not confirm a session's lease: retry, perhaps on
+	// another replica.
+	ErrUnavailable = errors.New("httpapi: unavailable")
 )
 
 // Error codes, the "code" field of every error body. Each names one
@@ -100,7 +104,7 @@ func statusOf(err error) (int, ErrorBody) {
 	case errors.Is(err, coordinator.ErrConflict), errors.Is(err, coordinator.ErrPoolExists), errors.Is(err, coordinator.ErrPoolInUse):
 		b.Code = CodeConflict
 		return http.StatusConflict, b
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, coordinator.ErrClosed), etcdUnavailable(err):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, coordinator.ErrClosed), errors.Is(err, ErrUnavailable), etcdUnavailable(err):
 		b.Code = CodeUnavailable
 		return http.StatusServiceUnavailable, b
 	}

@@ -34,6 +34,7 @@ func TestStatusOf(t *testing.T) {
 		{coordinator.ErrSessionExpired, 410, CodeSessionGone},
 		{coordinator.ErrStaleToken, 412, CodeStaleToken},
 		{context.DeadlineExceeded, 503, CodeUnavailable},
+		{ErrUnavailable, 503, CodeUnavailable},
 		{status.Error(codes.Unavailable, "no leader"), 503, CodeUnavailable},
 		{errors.New("boom"), 500, CodeInternal},
 	}

@@ -309,3 +309,27 @@ func (ss *sessions) revoke(ctx context.Context, h handle) error {
 	}
 	return nil
 }
+
+// alive asks etcd whether the lease is alive; it does not renew it.
+func (ss *sessions) alive(ctx context.Context, lease clientv3.LeaseID) (bool, error) {
+	resp, err := ss.cli.TimeToLive(ctx, lease)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return resp.TTL > 0, nil
+}
+
+// hold keeps the borrowed session s of lease in use (not swept) until the
+// returned function is called.
+func (ss *sessions) hold(lease clientv3.LeaseID, s *coordinator.Session) (done func()) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if e := ss.m[lease]; e != nil && e.sess == s {
+		e.refs++
+		return func() { ss.put(lease) }
+	}
+	return func() {}
+}
