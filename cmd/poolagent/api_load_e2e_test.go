@@ -33,9 +33,13 @@ import (
 // The default run is small; ETCDPOOL_API_LOAD=1 runs 1,000 sessions for
 // 30 seconds.
 func TestAPILoadTwoReplicasOneKilled(t *testing.T) {
-	lc := loadConfig{sessions: 60, capacity: 20, tenantLimit: 6, duration: 4 * time.Second, killAt: 1500 * time.Millisecond, ttl: 5}
+	lc := loadConfig{sessions: 60, capacity: 20, tenantLimit: 6, duration: 4 * time.Second, killAt: 1500 * time.Millisecond, ttl: 5,
+		hold: 30 * time.Millisecond, backoff: 100 * time.Millisecond, wait: 0.5}
 	if os.Getenv("ETCDPOOL_API_LOAD") != "" {
-		lc = loadConfig{sessions: 1000, capacity: 200, tenantLimit: 50, duration: 30 * time.Second, killAt: 10 * time.Second, ttl: 10}
+		// 1,000 sessions, each holding a seat or pausing up to 4 s at a
+		// time (about 2 s on average): some 500 claims per second.
+		lc = loadConfig{sessions: 1000, capacity: 200, tenantLimit: 50, duration: 30 * time.Second, killAt: 10 * time.Second, ttl: 10,
+			hold: 4 * time.Second, backoff: 4 * time.Second, wait: 2}
 	}
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
@@ -73,6 +77,8 @@ func TestAPILoadTwoReplicasOneKilled(t *testing.T) {
 		t.Errorf("only %d claims granted: the load did not reach the capacity", run.granted.Load())
 	}
 	checkNoOverGrant(t, cli, co.Prefix(), "load", pool.Revision, lc.capacity, lc.tenantLimit)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	st, err := co.PoolStatus(ctx, "load")
 	if err != nil || st.Held != 0 || st.Waiting != 0 {
 		t.Errorf("after every session was deleted: %+v, %v; want nothing held or waiting", st, err)
@@ -83,7 +89,9 @@ func TestAPILoadTwoReplicasOneKilled(t *testing.T) {
 type loadConfig struct {
 	sessions, capacity, tenantLimit int
 	duration, killAt                time.Duration
-	ttl                             int // session TTL, seconds
+	ttl                             int           // session TTL, seconds
+	hold, backoff                   time.Duration // a seat is held, and a refused client pauses, up to this long
+	wait                            float64       // the wait of half the claims, seconds
 }
 
 // loadRun is the clients of one load run and what they saw.
@@ -96,6 +104,7 @@ type loadRun struct {
 	released     atomic.Int64
 	renewed      atomic.Int64
 	unavailable  atomic.Int64 // 503: etcd did not answer in time
+	unrenewed    atomic.Int64 // losses after keepalives failed for a TTL
 	failovers    atomic.Int64
 	failures     atomic.Int64 // wrong answers
 	survivorLost atomic.Int64 // seats or sessions lost by clients of the survivor
@@ -109,7 +118,8 @@ func newLoadRun(lc loadConfig, urlA, urlB string) *loadRun {
 
 func (lr *loadRun) summary() string {
 	return fmt.Sprintf("%d sessions: %d granted, %d refused or timed out, %d released, %d keepalives, %d failovers, %d unavailable (503)",
-		lr.lc.sessions, lr.granted.Load(), lr.refused.Load(), lr.released.Load(), lr.renewed.Load(), lr.failovers.Load(), lr.unavailable.Load())
+		lr.lc.sessions, lr.granted.Load(), lr.refused.Load(), lr.released.Load(), lr.renewed.Load(), lr.failovers.Load(), lr.unavailable.Load()) +
+		fmt.Sprintf(", %d losses after keepalives failed for a TTL", lr.unrenewed.Load())
 }
 
 func (lr *loadRun) fail(err error) {
@@ -144,7 +154,8 @@ type loadClient struct {
 	mu      sync.Mutex
 	url     string // the replica it talks to
 	session string
-	moved   bool // it talked to the killed replica
+	moved   bool      // it talked to the killed replica
+	renewed time.Time // when the last keepalive that succeeded (or the open) was SENT
 }
 
 // errNoAnswer is a request that got no HTTP answer (the replica is gone).
@@ -173,6 +184,28 @@ func (c *loadClient) call(method, path string, body any, out any) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// retry sends a request until it gets an answer other than 503, at most
+// four times: after no answer it fails over, after a 503 (etcd did not
+// answer in time) it pauses. retried says whether an earlier try may have
+// been applied.
+func (c *loadClient) retry(method, path string, body, out any) (code int, retried bool, err error) {
+	for try := 0; ; try++ {
+		code, err = c.call(method, path, body, out)
+		switch {
+		case try == 3:
+			return code, retried, err
+		case errors.Is(err, errNoAnswer):
+			c.failover()
+		case code == 503:
+			c.lr.unavailable.Add(1)
+			time.Sleep(100*time.Millisecond + rand.N(400*time.Millisecond))
+		default:
+			return code, retried, err
+		}
+		retried = true
+	}
+}
+
 // failover moves the client to the surviving replica.
 func (c *loadClient) failover() {
 	c.mu.Lock()
@@ -183,36 +216,39 @@ func (c *loadClient) failover() {
 	}
 }
 
-// lost records a lost seat or session.
+// lost records a lost seat or session. It is a violation when the client
+// talked only to the surviving replica and its lease cannot have expired:
+// the server renewed it no earlier than the last successful keepalive was
+// sent, for the TTL. (Under overload a keepalive can fail with 503, and a
+// lease left unrenewed for its TTL expires: counted, not a violation.)
 func (c *loadClient) lost(what string) {
 	c.mu.Lock()
 	moved := c.moved || c.url == c.lr.urlA
+	renewed := c.renewed
 	c.mu.Unlock()
-	if !moved {
+	switch {
+	case moved:
+	case time.Since(renewed) < time.Duration(c.lr.lc.ttl)*time.Second:
 		c.lr.survivorLost.Add(1)
-		c.lr.fail(fmt.Errorf("client %d (surviving replica only): %s", c.id, what))
+		c.lr.fail(fmt.Errorf("client %d (surviving replica only, renewed %v ago): %s", c.id, time.Since(renewed).Round(time.Millisecond), what))
+	default:
+		c.lr.unrenewed.Add(1)
 	}
 }
 
 // open opens a new session, failing over once if the replica is gone.
 func (c *loadClient) open() bool {
-	for try := 0; try < 2; try++ {
-		var s struct{ ID string }
-		code, err := c.call("POST", "/v1/sessions", map[string]any{"ttl": c.lr.lc.ttl}, &s)
-		if errors.Is(err, errNoAnswer) {
-			c.failover()
-			continue
-		}
-		if code != 201 {
-			c.lr.fail(fmt.Errorf("client %d: open session: %d", c.id, code))
-			return false
-		}
-		c.mu.Lock()
-		c.session = s.ID
-		c.mu.Unlock()
-		return true
+	var s struct{ ID string }
+	sent := time.Now()
+	code, _, err := c.retry("POST", "/v1/sessions", map[string]any{"ttl": c.lr.lc.ttl}, &s)
+	if code != 201 {
+		c.lr.fail(fmt.Errorf("client %d: open session: %d %v", c.id, code, err))
+		return false
 	}
-	return false
+	c.mu.Lock()
+	c.session, c.renewed = s.ID, sent
+	c.mu.Unlock()
+	return true
 }
 
 func (c *loadClient) sessionID() string {
@@ -231,15 +267,23 @@ func (c *loadClient) keepAlive(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		s := c.sessionID()
+		s, sent := c.sessionID(), time.Now()
 		code, err := c.call("POST", "/v1/sessions/"+s+"/keepalive", nil, nil)
 		if errors.Is(err, errNoAnswer) {
 			c.failover()
+			sent = time.Now()
 			code, err = c.call("POST", "/v1/sessions/"+s+"/keepalive", nil, nil)
 		}
 		switch {
 		case err == nil && code == 200:
 			c.lr.renewed.Add(1)
+			c.mu.Lock()
+			if c.session == s {
+				c.renewed = sent
+			}
+			c.mu.Unlock()
+		case code == 503:
+			c.lr.unavailable.Add(1)
 		case code == 410 && s != c.sessionID():
 			// replaced meanwhile by a new session
 		case code == 410:
@@ -264,12 +308,7 @@ func (c *loadClient) run(end time.Time) {
 	}
 	close(stop)
 	wg.Wait()
-	code, err := c.call("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil)
-	if errors.Is(err, errNoAnswer) {
-		c.failover()
-		code, err = c.call("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil)
-	}
-	if err != nil || code != 204 {
+	if code, retried, err := c.retry("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil); code != 204 && !(retried && code == 410) {
 		c.lr.fail(fmt.Errorf("client %d: delete session: %d %v", c.id, code, err))
 	}
 }
@@ -278,8 +317,8 @@ func (c *loadClient) run(end time.Time) {
 // moment and releases it.
 func (c *loadClient) cycle() {
 	body := map[string]any{"session": c.sessionID(), "tenant": c.tenant, "holder": fmt.Sprintf("client-%d", c.id)}
-	if rand.IntN(2) == 0 {
-		body["wait"] = 0.5
+	if c.lr.lc.wait > 0 && rand.IntN(2) == 0 {
+		body["wait"] = c.lr.lc.wait
 	}
 	var cl struct {
 		Seat, Token int64
@@ -291,14 +330,14 @@ func (c *loadClient) cycle() {
 		// Unknown outcome: a seat or a queue entry may be bound to the
 		// session. Deleting the session frees both.
 		c.failover()
-		if code, err := c.call("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil); err != nil || (code != 204 && code != 410) {
+		if code, _, err := c.retry("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil); code != 204 && code != 410 {
 			c.lr.fail(fmt.Errorf("client %d: delete session after failover: %d %v", c.id, code, err))
 		}
 		c.open()
 		return
 	case code == 409 || code == 408:
 		c.lr.refused.Add(1)
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		time.Sleep(c.lr.lc.backoff/5 + rand.N(c.lr.lc.backoff)) // back off with jitter
 		return
 	case code == 503:
 		// Overloaded: etcd did not answer within the request timeout. The
@@ -315,14 +354,11 @@ func (c *loadClient) cycle() {
 		return
 	}
 	c.lr.granted.Add(1)
-	time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+	time.Sleep(rand.N(c.lr.lc.hold))
 	path := fmt.Sprintf("/v1/pools/load/seats/%d?token=%d&session=%s", cl.Seat, cl.Token, c.sessionID())
-	code, err = c.call("DELETE", path, nil, nil)
-	retried := errors.Is(err, errNoAnswer)
-	if retried {
-		c.failover()
-		code, err = c.call("DELETE", path, nil, nil)
-	}
+	// After no answer (the replica died) or a 503 (etcd did not answer in
+	// time) the release may or may not have been applied: retry.
+	code, retried, err := c.retry("DELETE", path, nil, nil)
 	switch {
 	case err == nil && code == 204:
 		c.lr.released.Add(1)

@@ -12,7 +12,9 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/httpapi"
+	"github.com/etcdpool/etcdpool/internal/roles"
 )
 
 // startAPI serves the HTTP API (internal/httpapi) on cfg.API.Listen through
@@ -92,4 +94,13 @@ func serveAPI(ln net.Listener, h http.Handler) (stop func() error) {
 		}
 		return nil
 	}
+}
+
+// apiAccess is what the API needs in etcd when it is configured: the
+// operator role (write on every pool, and on <root>/api/ for sessions).
+func apiAccess(cfg config.Config) []etcdclient.Access {
+	if cfg.API.Listen == "" {
+		return nil
+	}
+	return roles.Permissions(cfg.Prefix, "", roles.Operator)
 }

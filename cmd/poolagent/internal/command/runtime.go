@@ -269,7 +269,7 @@ func startupAccess(cfg config.Config, mode config.Mode) []etcdclient.Access {
 	for _, p := range cfg.Agent.Pools {
 		need = append(need, etcdclient.Access{Write: true, Key: coordinator.SegPrefix(cfg.Prefix, p.Name, coordinator.SegSpec)})
 	}
-	return need
+	return append(need, apiAccess(cfg)...)
 }
 
 func actorOf(mode config.Mode) roles.Actor {
