@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdpool/etcdpool/agent/agenttest"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 )
@@ -34,12 +35,12 @@ import (
 // 30 seconds.
 func TestAPILoadTwoReplicasOneKilled(t *testing.T) {
 	lc := loadConfig{sessions: 60, capacity: 20, tenantLimit: 6, duration: 4 * time.Second, killAt: 1500 * time.Millisecond, ttl: 5,
-		hold: 30 * time.Millisecond, backoff: 100 * time.Millisecond, wait: 0.5}
+		hold: 30 * time.Millisecond, backoff: 100 * time.Millisecond, wait: 0.5, minGranted: 20}
 	if os.Getenv("ETCDPOOL_API_LOAD") != "" {
 		// 1,000 sessions, each holding a seat or pausing up to 4 s at a
 		// time (about 2 s on average): some 500 claims per second.
 		lc = loadConfig{sessions: 1000, capacity: 200, tenantLimit: 50, duration: 30 * time.Second, killAt: 10 * time.Second, ttl: 10,
-			hold: 4 * time.Second, backoff: 4 * time.Second, wait: 2}
+			hold: 4 * time.Second, backoff: 4 * time.Second, wait: 2, minGranted: 50}
 	}
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
@@ -73,16 +74,19 @@ func TestAPILoadTwoReplicasOneKilled(t *testing.T) {
 	if n := run.survivorLost.Load(); n > 0 {
 		t.Errorf("%d seats or sessions lost by clients that kept calling keepalive through the surviving replica", n)
 	}
-	if run.granted.Load() < int64(lc.capacity) {
-		t.Errorf("only %d claims granted: the load did not reach the capacity", run.granted.Load())
+	if run.granted.Load() < int64(lc.minGranted) {
+		t.Errorf("only %d claims granted, want at least %d: the load did not reach the pool's limits", run.granted.Load(), lc.minGranted)
 	}
 	checkNoOverGrant(t, cli, co.Prefix(), "load", pool.Revision, lc.capacity, lc.tenantLimit)
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := co.PoolStatus(ctx, "load")
-	if err != nil || st.Held != 0 || st.Waiting != 0 {
-		t.Errorf("after every session was deleted: %+v, %v; want nothing held or waiting", st, err)
-	}
+	// Every session was deleted, or, where etcd did not answer the delete
+	// in time, expires within its TTL.
+	var st coordinator.PoolStatus
+	agenttest.Eventually(t, time.Duration(lc.ttl)*time.Second+10*time.Second, "an empty pool after the run", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err = co.PoolStatus(ctx, "load")
+		return err == nil && st.Held == 0 && st.Waiting == 0
+	})
 }
 
 // loadConfig sizes a load run.
@@ -92,6 +96,7 @@ type loadConfig struct {
 	ttl                             int           // session TTL, seconds
 	hold, backoff                   time.Duration // a seat is held, and a refused client pauses, up to this long
 	wait                            float64       // the wait of half the claims, seconds
+	minGranted                      int           // fewer grants means the run tested little
 }
 
 // loadRun is the clients of one load run and what they saw.
@@ -308,7 +313,7 @@ func (c *loadClient) run(end time.Time) {
 	}
 	close(stop)
 	wg.Wait()
-	if code, retried, err := c.retry("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil); code != 204 && !(retried && code == 410) {
+	if code, retried, err := c.retry("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil); code != 204 && code != 503 && !(retried && code == 410) {
 		c.lr.fail(fmt.Errorf("client %d: delete session: %d %v", c.id, code, err))
 	}
 }
@@ -330,7 +335,7 @@ func (c *loadClient) cycle() {
 		// Unknown outcome: a seat or a queue entry may be bound to the
 		// session. Deleting the session frees both.
 		c.failover()
-		if code, _, err := c.retry("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil); code != 204 && code != 410 {
+		if code, _, err := c.retry("DELETE", "/v1/sessions/"+c.sessionID(), nil, nil); code != 204 && code != 410 && code != 503 {
 			c.lr.fail(fmt.Errorf("client %d: delete session after failover: %d %v", c.id, code, err))
 		}
 		c.open()
@@ -368,6 +373,7 @@ func (c *loadClient) cycle() {
 		c.lr.released.Add(1)
 	case code == 404 || code == 412:
 		c.lost(fmt.Sprintf("seat %d token %d not held at release", cl.Seat, cl.Token))
+	case code == 503: // still overloaded; the seat goes with the session
 	default:
 		c.lr.fail(fmt.Errorf("client %d: release: %d %v", c.id, code, err))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -131,6 +132,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // etcdUnavailable reports whether err is etcd not answering (no leader,
 // no connection), as opposed to refusing the request.
 func etcdUnavailable(err error) bool {
-	st, ok := status.FromError(err)
-	return ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded)
+	code := codes.OK
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	}
+	return code == codes.Unavailable || code == codes.DeadlineExceeded
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -36,6 +37,8 @@ func TestStatusOf(t *testing.T) {
 		{context.DeadlineExceeded, 503, CodeUnavailable},
 		{ErrUnavailable, 503, CodeUnavailable},
 		{status.Error(codes.Unavailable, "no leader"), 503, CodeUnavailable},
+		{rpctypes.ErrTimeout, 503, CodeUnavailable},
+		{rpctypes.ErrNoLeader, 503, CodeUnavailable},
 		{errors.New("boom"), 500, CodeInternal},
 	}
 	for _, c := range cases {
