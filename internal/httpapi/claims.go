@@ -73,7 +73,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, p *Principal) err
 		return err
 	}
 	v := claimView(cl)
-	cl.Detach() // the client holds it now; later requests Adopt it
+	cl.Detach() // the client holds it now; a release here uses it, elsewhere Adopt
+	s.ss.remember(h.lease, cl)
 	writeJSON(w, http.StatusCreated, v)
 	return nil
 }
@@ -164,11 +165,21 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, p *Principal) e
 	}
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	cl, _, done, err := s.adopt(ctx, p, ref)
-	if err != nil {
+	// A claim this replica granted is released in one txn, fenced by its
+	// token (the seat key made at that revision is bound to the session's
+	// lease); any other is found with Adopt first.
+	if err := s.ss.verify(ctx, ref.h, p.Name); err != nil {
 		return err
 	}
-	defer done()
+	cl := s.ss.take(ref.h.lease, claimID{ref.pool, ref.seat, ref.token})
+	if cl == nil {
+		var done func()
+		var err error
+		if cl, _, done, err = s.adopt(ctx, p, ref); err != nil {
+			return err
+		}
+		defer done()
+	}
 	if err := cl.ReleaseBy(ctx, p.Name); err != nil {
 		return err
 	}

@@ -93,7 +93,21 @@ type sessionEntry struct {
 	sess *coordinator.Session // borrowed; nil until a claim needs it
 	refs int                  // requests using sess
 	used time.Time
+	// claims this replica granted to the session and that are not
+	// released yet, so that a release here is one txn (no Adopt).
+	claims map[claimID]*coordinator.Claim
 }
+
+// claimID names a claim: its seat and token.
+type claimID struct {
+	pool  string
+	seat  int
+	token int64
+}
+
+// maxCachedClaims bounds the claims cached per session; past it, claims
+// are found again with Adopt.
+const maxCachedClaims = 256
 
 func newSessions(cli *clientv3.Client, root string, idle time.Duration) *sessions {
 	return &sessions{cli: cli, root: root, idle: idle, m: map[clientv3.LeaseID]*sessionEntry{}}
@@ -332,4 +346,32 @@ func (ss *sessions) hold(lease clientv3.LeaseID, s *coordinator.Session) (done f
 		return func() { ss.put(lease) }
 	}
 	return func() {}
+}
+
+// remember caches a claim granted to the session of lease (detached).
+func (ss *sessions) remember(lease clientv3.LeaseID, cl *coordinator.Claim) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	e := ss.m[lease]
+	if e == nil || len(e.claims) >= maxCachedClaims {
+		return
+	}
+	if e.claims == nil {
+		e.claims = map[claimID]*coordinator.Claim{}
+	}
+	e.claims[claimID{cl.Pool(), cl.Seat(), cl.Token()}] = cl
+}
+
+// take removes and returns the cached claim id of the session of lease,
+// or nil.
+func (ss *sessions) take(lease clientv3.LeaseID, id claimID) *coordinator.Claim {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	e := ss.m[lease]
+	if e == nil {
+		return nil
+	}
+	cl := e.claims[id]
+	delete(e.claims, id)
+	return cl
 }
