@@ -373,6 +373,9 @@ func (c *loadClient) cycle() {
 		c.lr.released.Add(1)
 	case code == 404 || code == 412:
 		c.lost(fmt.Sprintf("seat %d token %d not held at release", cl.Seat, cl.Token))
+	case code == 410:
+		c.lost("session gone at release")
+		c.open()
 	case code == 503: // still overloaded; the seat goes with the session
 	default:
 		c.lr.fail(fmt.Errorf("client %d: release: %d %v", c.id, code, err))

@@ -41,9 +41,11 @@
 // To claim, a replica borrows the client's lease (coordinator.BorrowSession):
 // it follows the lease's time left without renewing it, and calls
 // Coordinator.Claim with it. The seat is bound to the client's lease. The
-// replica then forgets the claim (Claim.Detach); a release or a loss
-// stream finds it again with Coordinator.Adopt, which checks on the server
-// that the seat is bound to the session's lease under that token.
+// replica stops watching the claim (Claim.Detach) but remembers it with
+// the session, so that a release on the same replica is one txn fenced by
+// the token; a release on another replica, or a loss stream, finds it with
+// Coordinator.Adopt, which checks on the server that the seat is bound to
+// the session's lease under that token.
 //
 // # Authorization
 //
