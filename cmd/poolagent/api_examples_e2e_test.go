@@ -16,6 +16,7 @@ import (
 // exit non-zero on any wrong answer; the Java one is skipped only where no
 // JDK is installed (.ci/run installs one).
 func TestAPIExamplesAgainstDev(t *testing.T) {
+	t.Parallel() // with the other API process tests: they wait on timers and processes, not CPU
 	api := freeAddr(t)
 	startProc(t, "dev", "dev", "--data-dir", t.TempDir(), "--listen-client", freeAddr(t), "--listen-peer", freeAddr(t),
 		"--listen", freeAddr(t), "--api-listen", api, "--pool", "support", "--capacity", "20", "--instances", "5", "--seats", "4")

@@ -34,6 +34,7 @@ import (
 // The default run is small; ETCDPOOL_API_LOAD=1 runs 1,000 sessions for
 // 30 seconds.
 func TestAPILoadTwoReplicasOneKilled(t *testing.T) {
+	t.Parallel() // with the other API process tests: they wait on timers and processes, not CPU
 	lc := loadConfig{sessions: 60, capacity: 20, tenantLimit: 6, duration: 3 * time.Second, killAt: time.Second, ttl: 5,
 		hold: 30 * time.Millisecond, backoff: 100 * time.Millisecond, wait: 0.5, minGranted: 20}
 	if os.Getenv("ETCDPOOL_API_LOAD") != "" {
