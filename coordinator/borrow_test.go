@@ -89,10 +89,20 @@ func TestReleaseByNamesTheReleaser(t *testing.T) {
 	}
 	b := mustClaim(t, ctx, c, s, "calls")
 	b.Done() // start the monitor before the force-release
-	if _, err := c.ForceReleaseBy(ctx, "calls", b.Seat(), b.Token()+1, "x", "ops"); !errors.Is(err, coordinator.ErrStaleToken) {
-		t.Fatalf("stale force-release: %v, want ErrStaleToken", err)
+	// The operator borrows the holder's lease and adopts the claim.
+	op, err := coordinator.BorrowSession(ctx, cli, b.Lease())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.ForceReleaseBy(ctx, "calls", b.Seat(), b.Token(), "abuse", "ops-team"); err != nil {
+	defer op.Close(ctx)
+	if _, err := c.Adopt(ctx, op, "calls", b.Seat(), b.Token()+1); !errors.Is(err, coordinator.ErrStaleToken) {
+		t.Fatalf("adopt with a stale token: %v, want ErrStaleToken", err)
+	}
+	cl, err := c.Adopt(ctx, op, "calls", b.Seat(), b.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ForceReleaseBy(ctx, "abuse", "ops-team"); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Claims held by remote clients. A server that claims on behalf of a
@@ -30,30 +28,15 @@ func (cl *Claim) ReleaseBy(ctx context.Context, by string) error {
 	return cl.release(ctx, releaseRecord{By: by, At: time.Now().UTC()})
 }
 
-// ForceReleaseBy is ForceRelease with the release record's "by" set to by,
-// the authenticated operator, instead of this process's host and pid. The
-// holder's Claim.Err then reads "by <by>: <reason>".
-func (c *Coordinator) ForceReleaseBy(ctx context.Context, pool string, seat int, token int64, reason, by string) (Seat, error) {
+// ForceReleaseBy frees the claim's seat on an operator's behalf, fenced by
+// its token, recording reason and by, the authenticated operator, instead
+// of this process's host and pid: the holder's Claim.Err then reads
+// "by <by>: <reason>". An operator that does not hold the claim gets it
+// with Adopt on a session borrowed from the holder's lease (BorrowSession).
+// It returns ErrNotHeld when the seat was already gone.
+func (cl *Claim) ForceReleaseBy(ctx context.Context, reason, by string) error {
 	if by == "" || len(by) > MaxHolderLen {
-		return Seat{}, fmt.Errorf("%w: force-release by must be 1..%d bytes", ErrInvalid, MaxHolderLen)
+		return fmt.Errorf("%w: force-release by must be 1..%d bytes", ErrInvalid, MaxHolderLen)
 	}
-	cur, err := c.Seat(ctx, pool, seat)
-	if err != nil {
-		return Seat{}, err
-	}
-	if cur.Token != token {
-		return cur, fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", ErrStaleToken, pool, seat, cur.Token, token)
-	}
-	rec := seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot, Grant: cur.grant}
-	ops := c.releaseOps(pool, seat, token, cur.Lease, rec, releaseRecord{Forced: true, Reason: reason, By: by, At: time.Now().UTC()})
-	key := c.k.seat(pool, seat)
-	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).Then(ops...).Commit()
-	if err != nil {
-		return Seat{}, fmt.Errorf("coordinator: force-release pool %q seat %d: %w", pool, seat, err)
-	}
-	if !resp.Succeeded {
-		return cur, fmt.Errorf("%w: pool %q seat %d changed hands", ErrStaleToken, pool, seat)
-	}
-	c.log.Info("seat force-released", "pool", pool, "seat", seat, "token", token, "reason", reason, "by", by)
-	return cur, nil
+	return cl.release(ctx, releaseRecord{Forced: true, Reason: reason, By: by, At: time.Now().UTC()})
 }

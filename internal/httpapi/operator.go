@@ -36,7 +36,7 @@ func (s *Server) forceRelease(w http.ResponseWriter, r *http.Request, p *Princip
 	}
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	st, err := s.co.ForceReleaseBy(ctx, pool, seat, req.Token, req.Reason, p.Name)
+	st, err := s.forceReleaseBy(ctx, pool, seat, req.Token, req.Reason, p.Name)
 	if err != nil {
 		return err
 	}
@@ -98,4 +98,35 @@ func (s *Server) upsertPool(ctx context.Context, pool string, spec coordinator.P
 	}
 	_, err = s.co.UpdatePool(ctx, pool, spec, cur.Revision)
 	return false, err
+}
+
+// forceReleaseBy frees a seat held under token, whoever holds it,
+// recording by: it borrows the holder's lease, adopts the claim and
+// force-releases it (the release txn is fenced by the token). It returns
+// the seat as it was.
+func (s *Server) forceReleaseBy(ctx context.Context, pool string, seat int, token int64, reason, by string) (coordinator.Seat, error) {
+	cur, err := s.co.Seat(ctx, pool, seat)
+	if err != nil {
+		return cur, err
+	}
+	if cur.Token != token {
+		return cur, fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", coordinator.ErrStaleToken, pool, seat, cur.Token, token)
+	}
+	holder, err := coordinator.BorrowSession(ctx, s.cli, cur.Lease)
+	if errors.Is(err, coordinator.ErrSessionExpired) {
+		return cur, fmt.Errorf("%w: pool %q seat %d: its holder's session is ending", coordinator.ErrNotHeld, pool, seat)
+	}
+	if err != nil {
+		return cur, err
+	}
+	defer holder.Close(ctx) // borrowed: the holder's lease is not revoked
+	cl, err := s.co.Adopt(ctx, holder, pool, seat, token)
+	if err != nil {
+		return cur, err
+	}
+	if err := cl.ForceReleaseBy(ctx, reason, by); err != nil {
+		cl.Detach()
+		return cur, err
+	}
+	return cur, nil
 }
