@@ -94,6 +94,8 @@ type Config struct {
 	Agent Agent `json:"agent"`
 	// Sidecar configures `poolagent sidecar`.
 	Sidecar Sidecar `json:"sidecar"`
+	// API configures the HTTP API of `poolagent serve` (config/api.go).
+	API API `json:"api"`
 
 	// origin maps a field's dotted path to the variable or flag that set
 	// it last, so that an error names what the user typed.

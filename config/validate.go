@@ -19,7 +19,7 @@ import (
 // names that flag or variable; one about a value from the file carries the
 // file and line.
 func (c Config) Validate() error {
-	for _, check := range []func() error{c.validateEtcd, c.validateCommon, c.validateAgent, c.validateSidecar} {
+	for _, check := range []func() error{c.validateEtcd, c.validateCommon, c.validateAgent, c.validateSidecar, c.validateAPI} {
 		if err := check(); err != nil {
 			return c.locate(err)
 		}

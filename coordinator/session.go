@@ -45,6 +45,7 @@ type Session struct {
 	ttl       time.Duration
 	margin    time.Duration
 	onFailure func(error)
+	borrowed  bool // someone else keeps the lease alive; see borrow.go
 
 	mu       sync.Mutex
 	deadline time.Time // local deadline; Done closes when it passes
@@ -66,6 +67,7 @@ type sessionOptions struct {
 	ttl       time.Duration // default DefaultSeatTTL
 	margin    time.Duration // default ttl/10, at least 500ms
 	onFailure func(error)   // default: nothing
+	borrowed  bool          // set by BorrowSession only
 }
 
 // MinMargin is the smallest default local-deadline margin; see Session.
@@ -122,7 +124,7 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 func startSession(cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, sent time.Time, o sessionOptions) *Session {
 	life, cancel := context.WithCancel(context.Background())
 	s := &Session{
-		cli: cli, id: id, ttl: ttl, margin: o.margin, onFailure: o.onFailure,
+		cli: cli, id: id, ttl: ttl, margin: o.margin, onFailure: o.onFailure, borrowed: o.borrowed,
 		life: life, cancel: cancel, donec: make(chan struct{}), loopc: make(chan struct{}),
 		deadline: sent.Add(ttl - o.margin), lastOK: sent,
 	}
@@ -198,10 +200,14 @@ func (s *Session) lostErr() error {
 
 // Close stops the keepalives and revokes the lease, which deletes every key
 // bound to it. ctx bounds the revoke. It is idempotent and waits for the
-// keepalive goroutine to exit.
+// keepalive goroutine to exit. A borrowed session (BorrowSession) only
+// stops following its lease: the lease is not revoked.
 func (s *Session) Close(ctx context.Context) error {
 	s.finish(ErrClosed)
 	<-s.loopc
+	if s.borrowed {
+		return nil // the lease is not ours to revoke
+	}
 	_, err := s.cli.Revoke(ctx, s.id)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("coordinator: revoke lease %x: %w", s.id, err)
@@ -251,6 +257,10 @@ func (s *Session) checkDeadline() {
 // deadline, so a keepalive stuck in the network never delays Done.
 func (s *Session) keepAlive(ctx context.Context) {
 	defer close(s.loopc)
+	if s.borrowed {
+		s.followLease(ctx)
+		return
+	}
 	interval := s.ttl / 3
 	for {
 		sent := time.Now()

@@ -28,7 +28,7 @@ func startDev(t *testing.T, dataDir string, a devAddrs) *proc {
 	t.Helper()
 	clientAddr, listen := a.client, a.listen
 	p := startProc(t, "dev", "dev", "--data-dir", dataDir, "--listen-client", clientAddr,
-		"--listen-peer", a.peer, "--listen", listen, "--ttl", "2s")
+		"--listen-peer", a.peer, "--listen", listen, "--ttl", "2s", "--api-listen", testkit.FreeAddr(t))
 	testkit.Eventually(t, 30*time.Second, "dev banner and instances registered", func() bool {
 		if p.exited() {
 			t.Fatalf("dev exited with %d:\n%s", p.exitCode, p.stderr.String())

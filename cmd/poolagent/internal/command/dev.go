@@ -27,6 +27,9 @@ type DevOptions struct {
 	PeerAddr string
 	// Listen is host:port of /metrics, /healthz, /readyz. Default 127.0.0.1:9464.
 	Listen string
+	// APIListen is host:port of the HTTP API, served without credentials;
+	// "" turns it off. Default config.DefaultDevAPIListen (127.0.0.1:8480).
+	APIListen string
 	// ConfigPath, when set, takes agent.pools and agent.instances from a
 	// config file instead of the demo flags below.
 	ConfigPath string
@@ -68,6 +71,7 @@ at it. Ctrl-C stops everything; etcd's data stays in the data dir.`,
 	fs.StringVar(&o.ClientAddr, "listen-client", "127.0.0.1:2379", "host:port where etcd serves clients")
 	fs.StringVar(&o.PeerAddr, "listen-peer", "127.0.0.1:2380", "host:port of etcd's peer listener")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:9464", "host:port of /metrics, /healthz, /readyz")
+	fs.StringVar(&o.APIListen, "api-listen", config.DefaultDevAPIListen, "host:port of the HTTP API, open to anyone who can connect (loopback only); \"\" turns it off")
 	fs.StringVar(&o.ConfigPath, "config", "", "config file whose agent.pools and agent.instances replace the demo")
 	fs.StringVar(&o.Pool, "pool", "demo", "demo pool name")
 	fs.IntVar(&o.Capacity, "capacity", 4, "demo pool capacity")
@@ -101,6 +105,9 @@ func (o *DevOptions) Config() (config.Config, error) {
 	cfg.Etcd.Endpoints = []string{"http://" + o.ClientAddr}
 	cfg.Agent.Listen, cfg.Agent.TTL, cfg.Agent.DrainTimeout = o.Listen, config.Duration(o.TTL), 0
 	cfg.Log.Level = o.LogLevel
+	if cfg.API.Listen == "" || o.flags.Changed("api-listen") {
+		cfg.API.Listen = o.APIListen // a config file may set its own api section
+	}
 	return cfg, cfg.ValidateServe()
 }
 
@@ -160,6 +167,9 @@ func (o *DevOptions) banner(w io.Writer, cfg config.Config, etcdURL, listen stri
 	fmt.Fprintf(w, "  metrics:  http://%s/metrics\n", listen)
 	if o.webURL != "" {
 		fmt.Fprintf(w, "  web view: %s\n", o.webURL)
+	}
+	if cfg.API.Listen != "" {
+		fmt.Fprintf(w, "  http api: http://%s/v1/ (no credentials; OpenAPI at /v1/openapi.json)\n", cfg.API.Listen)
 	}
 	fmt.Fprintf(w, "\nTry:\n")
 	fmt.Fprintf(w, "  poolctl --endpoints %s status\n", etcdURL)

@@ -179,6 +179,12 @@ func (r agentRun) run(ctx context.Context) error {
 	a := agent.New(co, r.cfg.Agent, append(agentOptions(r.log, timeout, m), agent.WithTakeover(r.takeover))...)
 	metrics.RegisterAgent(reg, agentState(a))
 
+	stopAPI, err := startAPI(co, r.cfg, r.log)
+	if err != nil {
+		r.ln.Close()
+		return err
+	}
+	defer func() { _ = stopAPI() }()
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
 	followed := r.follow(bg, co, metrics.NewObserved(reg))
@@ -294,7 +300,7 @@ func startupAccess(cfg config.Config, mode config.Mode) []etcdclient.Access {
 	for _, p := range cfg.Agent.Pools {
 		need = append(need, etcdclient.Access{Write: true, Key: coordinator.SegPrefix(cfg.Prefix, p.Name, coordinator.SegSpec)})
 	}
-	return need
+	return append(need, apiAccess(cfg)...)
 }
 
 func actorOf(mode config.Mode) roles.Actor {

@@ -1,0 +1,100 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Borrowed sessions. A server that claims seats on behalf of remote clients
+// (the HTTP API) holds no lease of its own for them: each client's session
+// is a lease that the client keeps alive, through any server replica. Such a
+// server borrows the lease with BorrowSession to call Claim, Adopt and
+// Release, without ever keeping the lease alive itself and without revoking
+// it when it is done.
+//
+// A borrowed session follows the lease instead of renewing it: it asks the
+// server how long the lease has left (LeaseTimeToLive, which does not
+// renew) every TTL/3, or sooner when its deadline is near, and moves its
+// local deadline to the time the question was SENT plus the time left,
+// minus the margin. etcd reports the time left in whole seconds, rounded
+// down, so the deadline is conservative. Done closes when the server reports
+// the lease gone, or when the deadline passes without an answer; a client
+// that stops its keepalives therefore ends the borrowed session as well.
+//
+// What it does NOT guarantee: that the lease's owner acts on a loss. The
+// borrower learns of a loss no earlier than the owner would; the owner must
+// keep its own deadline (the last keepalive it SENT plus the TTL).
+
+// BorrowSession returns a Session on a live lease that someone else keeps
+// alive. It never sends a keepalive, and Close does not revoke the lease.
+// The session's TTL is the lease's granted TTL; WithMargin and
+// WithKeepAliveFailure (called when a TimeToLive request fails) apply,
+// WithTTL is ignored. ctx bounds the first TimeToLive request only. It
+// returns an error wrapping ErrSessionExpired when the lease is gone or has
+// no more than the margin left; any other error leaves the question open.
+func BorrowSession(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, opts ...SessionOption) (*Session, error) {
+	if cli == nil || lease == clientv3.NoLease {
+		return nil, fmt.Errorf("%w: borrow needs a client and a lease", ErrInvalid)
+	}
+	o := sessionOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	sent := time.Now()
+	resp, err := cli.TimeToLive(ctx, lease)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL < 0):
+		return nil, expiredErr(lease)
+	case err != nil:
+		return nil, fmt.Errorf("coordinator: borrow lease %x: %w", lease, err)
+	}
+	o.ttl, o.borrowed = time.Duration(resp.GrantedTTL)*time.Second, true
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("borrow lease %x: %w", lease, err)
+	}
+	left := time.Duration(resp.TTL) * time.Second
+	if left <= o.margin {
+		return nil, fmt.Errorf("%w: lease %x has %v left, no more than the margin %v", ErrSessionExpired, lease, left, o.margin)
+	}
+	// startSession counts the deadline as sent + TTL - margin; the lease
+	// has left, not TTL, from sent.
+	return startSession(cli, lease, o.ttl, sent.Add(left-o.ttl), o), nil
+}
+
+// Borrowed reports whether the session was made by BorrowSession.
+func (s *Session) Borrowed() bool { return s.borrowed }
+
+// followLease is the loop of a borrowed session, in place of keepAlive: it
+// asks how long the lease has left and moves the deadline; it never renews
+// the lease. The watchdog ends the session at the deadline.
+func (s *Session) followLease(ctx context.Context) {
+	for {
+		wait := max(min(s.ttl/3, time.Until(s.Deadline())/2), 100*time.Millisecond)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		kctx, cancel := context.WithDeadline(ctx, s.Deadline())
+		resp, err := s.cli.TimeToLive(kctx, s.id)
+		cancel()
+		if err != nil && s.onFailure != nil && s.Err() == nil {
+			s.onFailure(err)
+		}
+		switch {
+		case err == nil && resp.TTL > 0:
+			s.extend(sent, time.Duration(resp.TTL)*time.Second)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL < 0):
+			s.finish(fmt.Errorf("%w: lease %x not found on the server (expired or revoked)", ErrSessionExpired, s.id))
+			return
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+)
+
+// Streams are server-sent events (text/event-stream): "event: TYPE" and
+// "data: JSON" lines, a blank line after each event, and a comment line
+// every pingInterval so that idle proxies keep the connection.
+
+// pingInterval is how often an idle stream sends a comment line.
+const pingInterval = 15 * time.Second
+
+// sseWriter writes server-sent events.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startSSE sends the headers of an event stream.
+func startSSE(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	e := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	_ = e.rc.Flush()
+	return e
+}
+
+// send writes one event and flushes it.
+func (e *sseWriter) send(event string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}
+
+// ping writes a comment line.
+func (e *sseWriter) ping() error {
+	if _, err := fmt.Fprint(e.w, ": ping\n\n"); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}
+
+// LossView is the data of a "lost" event: why a seat was lost.
+type LossView struct {
+	Pool  string `json:"pool"`
+	Seat  int    `json:"seat"`
+	Token int64  `json:"token"`
+	// Reason is released, expired, force_released, instance_gone,
+	// pool_deleted or unknown (coordinator.Reason*); for a "closed" event,
+	// server_closed.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// ReasonServerClosed is the reason of a "closed" event: the replica shut
+// down and no longer watches the seat, which may still be held. Reconnect
+// to another replica.
+const ReasonServerClosed = "server_closed"
+
+// lossReason names why a claim ended.
+func lossReason(err error) string {
+	switch {
+	case errors.Is(err, coordinator.ErrReleased):
+		return coordinator.ReasonReleased
+	case errors.Is(err, coordinator.ErrSessionExpired):
+		return coordinator.ReasonExpired
+	case errors.Is(err, coordinator.ErrForceReleased):
+		return coordinator.ReasonForceReleased
+	case errors.Is(err, coordinator.ErrInstanceGone):
+		return coordinator.ReasonInstanceGone
+	case errors.Is(err, coordinator.ErrPoolDeleted):
+		return coordinator.ReasonPoolDeleted
+	}
+	return coordinator.ReasonUnknown
+}
+
+// lossStream is GET /v1/pools/{pool}/seats/{seat}/events: "held" at once,
+// then one "lost" (or "closed") event when the seat is lost, and the end.
+func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	ref, err := parseSeatRef(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.reqCtx(r)
+	cl, sess, done, err := s.adopt(ctx, p, ref)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer done()
+	e := startSSE(w)
+	if e.send("held", claimView(cl)) != nil {
+		return nil
+	}
+	tick := time.NewTicker(pingInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-tick.C:
+			if e.ping() != nil {
+				return nil
+			}
+		case <-cl.Done():
+			v := LossView{Pool: ref.pool, Seat: ref.seat, Token: ref.token, Reason: lossReason(cl.Err()), Message: cl.Err().Error()}
+			event := "lost"
+			if errors.Is(cl.Err(), coordinator.ErrClosed) || errors.Is(sess.Err(), coordinator.ErrClosed) {
+				event, v.Reason, v.Message = "closed", ReasonServerClosed, "the server stopped watching the seat; it may still be held: reconnect"
+			}
+			_ = e.send(event, v)
+			return nil
+		}
+	}
+}
