@@ -31,24 +31,27 @@ import (
 // off.
 
 // handoff plans the grant of the seat h frees to the first waiter in this
-// process's view that may take it. It returns the waiter's plan and the
-// nested txn to append to the release, or a nil plan.
-func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op) {
+// process's view that may take it and that no other release of this
+// process is handing a seat to. It returns the waiter's plan and the nested
+// txn to append to the release, or a nil plan; and a func to call when the
+// release is over.
+func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op, func()) {
 	sh := c.shared(h.pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	st := sh.st
 	if st.rev == 0 || len(st.queue) == 0 {
-		return nil, clientv3.Op{}
+		return nil, clientv3.Op{}, func() {}
 	}
 	restore := st.vacate(h)
 	defer restore()
 	for _, kv := range st.waiters() {
 		req, ok := st.waiterRequest(kv)
-		if !ok || queueName(req.lease, req.nonce) == h.claim {
+		if !ok || queueName(req.lease, req.nonce) == h.claim || sh.handing[req.queueKey] {
 			// Not a waiter; or the releaser's own queue key, which a view
-			// that missed its grant still shows: granting it would put the
-			// very keys the release deletes, a txn etcd refuses.
+			// that missed its grant still shows (granting it would put the
+			// very keys the release deletes, a txn etcd refuses); or a
+			// waiter another release is handing a seat to.
 			continue
 		}
 		p, err := st.plan(req)
@@ -56,11 +59,19 @@ func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op) {
 			continue // as in planBatch: FIFO among waiters that can be served
 		}
 		if err != nil {
-			return nil, clientv3.Op{}
+			break
 		}
-		return p, clientv3.OpTxn(p.cmps, p.ops, nil)
+		if sh.handing == nil {
+			sh.handing = map[string]bool{}
+		}
+		sh.handing[req.queueKey] = true
+		return p, clientv3.OpTxn(p.cmps, p.ops, nil), func() {
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			delete(sh.handing, req.queueKey)
+		}
 	}
-	return nil, clientv3.Op{}
+	return nil, clientv3.Op{}, func() {}
 }
 
 // vacate removes h's keys from s, as the release txn will, and marks their

@@ -29,9 +29,12 @@ var (
 	// unreachable; the session's lease bounds what it can leave behind.
 	reapRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 	// contentionRetry: claim txns that failed although the state they were
-	// planned on was fresh (other claimants won the slots). Short, because
-	// the next try plans on the failed txn's own read of the pool.
-	contentionRetry = retry.Policy{Initial: time.Millisecond, Max: 128 * time.Millisecond}
+	// planned on was fresh (other claimants won the slots), from the third
+	// failure on. The next try plans on the failed txn's own read of the
+	// pool, so the first waits are short; they start at 4 ms because each
+	// failed try costs a read of the whole pool, and at 64 contenders on 16
+	// seats shorter waits cost more in failed txns than they gain.
+	contentionRetry = retry.Policy{Initial: 4 * time.Millisecond, Max: 128 * time.Millisecond}
 	// casRetry: SetInstanceState's read-modify-write of an instance that
 	// its agent rewrites meanwhile (a heartbeat, a drain).
 	casRetry = retry.Policy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}
