@@ -20,6 +20,24 @@ import (
 // the cleanup timeout (WithCleanupTimeout). A pool name that ValidateName
 // rejects yields a closed channel.
 func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
+	return c.startStream(ctx, pool, 0, relist)
+}
+
+// watchMode is what a stream does when its watch breaks.
+type watchMode int
+
+const (
+	// relist (Watch): send EventResync and go on from the current revision.
+	relist watchMode = iota
+	// resume (WatchFrom): go on after the last revision delivered; only a
+	// compaction skips, with EventResync.
+	resume
+)
+
+// startStream is the common start of Watch and WatchFrom: validate, read
+// the current revision once when after is 0 (so that every change committed
+// after the call returns is delivered), and stream in the background.
+func (c *Coordinator) startStream(ctx context.Context, pool string, after int64, mode watchMode) <-chan Event {
 	out := make(chan Event, 64)
 	prefix := c.k.pools()
 	if pool != "" {
@@ -29,24 +47,20 @@ func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
 		}
 		prefix = c.k.pool(pool)
 	}
-	var startRev int64
-	gctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
-	if resp, err := c.cli.Get(gctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
-		startRev = resp.Header.Revision
+	if after == 0 {
+		gctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+		if resp, err := c.cli.Get(gctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+			after = resp.Header.Revision
+		}
+		cancel()
 	}
-	cancel()
 	started := c.goBackground(func(bctx context.Context) {
 		defer close(out)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-bctx.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		c.streamEvents(ctx, prefix, startRev, out)
+		stop := context.AfterFunc(bctx, cancel)
+		defer stop()
+		c.stream(ctx, prefix, after, mode, out)
 	})
 	if !started {
 		close(out) // the Coordinator is closed
@@ -54,7 +68,9 @@ func (c *Coordinator) Watch(ctx context.Context, pool string) <-chan Event {
 	return out
 }
 
-func (c *Coordinator) streamEvents(ctx context.Context, prefix string, rev int64, out chan<- Event) {
+// stream sends the events of prefix after revision after (0: unknown yet)
+// until ctx ends, recovering from broken watches as mode says.
+func (c *Coordinator) stream(ctx context.Context, prefix string, after int64, mode watchMode, out chan<- Event) {
 	send := func(ev Event) bool {
 		ev.Time = time.Now().UTC()
 		select {
@@ -64,35 +80,66 @@ func (c *Coordinator) streamEvents(ctx context.Context, prefix string, rev int64
 			return false
 		}
 	}
+	pause := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 	for ctx.Err() == nil {
-		if rev == 0 { // (re-)list after a break, then say so
+		if after == 0 { // (re-)list, and in relist mode say so
 			resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(500 * time.Millisecond):
-				}
+				pause()
 				continue
 			}
-			rev = resp.Header.Revision
-			if !send(Event{Type: EventResync, Seat: -1, Revision: rev}) {
+			after = resp.Header.Revision
+			if mode == relist && !send(Event{Type: EventResync, Seat: -1, Revision: after}) {
 				return
 			}
 		}
-		wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(),
-			clientv3.WithRev(rev+1), clientv3.WithPrevKV())
-		rev = 0
-		for wr := range wch {
-			if wr.Err() != nil {
-				break
-			}
-			for _, ev := range c.translate(wr.Events) {
-				if !send(ev) {
-					return
-				}
-			}
+		last, compacted := c.watchOnce(ctx, prefix, after, mode, send)
+		switch {
+		case mode == relist:
+			after = 0
+		case compacted:
+			after = last
+		default:
+			after = last
+			pause()
 		}
 	}
+}
+
+// watchOnce watches from after+1 until the watch breaks or ctx ends, and
+// returns the last revision delivered and whether the watch was compacted
+// (in resume mode it has then sent EventResync and returns the revision to
+// resume after).
+func (c *Coordinator) watchOnce(ctx context.Context, prefix string, after int64, mode watchMode, send func(Event) bool) (int64, bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a broken watch is cancelled, not left registered
+	wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(),
+		clientv3.WithRev(after+1), clientv3.WithPrevKV())
+	for wr := range wch {
+		if wr.CompactRevision > after+1 {
+			if mode == resume {
+				send(Event{Type: EventResync, Seat: -1, Revision: wr.CompactRevision})
+			}
+			return wr.CompactRevision - 1, true
+		}
+		if wr.Err() != nil {
+			return after, false
+		}
+		for _, ev := range c.translate(wr.Events) {
+			if !send(ev) {
+				return after, false
+			}
+		}
+		if n := len(wr.Events); n > 0 {
+			after = wr.Events[n-1].Kv.ModRevision
+		}
+	}
+	return after, false
 }
 
 // translate turns the raw events of one watch response into pool events.
