@@ -82,18 +82,13 @@ func (s *Session) followLease(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
-		kctx, cancel := context.WithDeadline(ctx, s.Deadline())
-		resp, err := s.cli.TimeToLive(kctx, s.id)
-		cancel()
-		if err != nil && s.onFailure != nil && s.Err() == nil {
-			s.onFailure(err)
-		}
-		switch {
-		case err == nil && resp.TTL > 0:
-			s.extend(sent, time.Duration(resp.TTL)*time.Second)
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL < 0):
-			s.finish(fmt.Errorf("%w: lease %x not found on the server (expired or revoked)", ErrSessionExpired, s.id))
+		if ended, _ := s.renew(ctx, func(ctx context.Context) (int64, error) {
+			resp, err := s.cli.TimeToLive(ctx, s.id)
+			if err != nil {
+				return 0, err
+			}
+			return resp.TTL, nil
+		}); ended {
 			return
 		}
 	}

@@ -252,6 +252,30 @@ func (s *Session) checkDeadline() {
 	}
 }
 
+// renew sends one lease request, bounded by the deadline: a keepalive, or
+// for a borrowed session a TTL query (ask returns the TTL left, in seconds).
+// A live answer moves the deadline; a missing lease ends the session.
+// Failures are reported while the session lives; the watchdog reports the
+// last one, the deadline passing, before Done closes. It returns the
+// whether the session ended and the request's error.
+func (s *Session) renew(ctx context.Context, ask func(context.Context) (int64, error)) (bool, error) {
+	sent := time.Now()
+	kctx, cancel := context.WithDeadline(ctx, s.Deadline())
+	ttl, err := ask(kctx)
+	cancel()
+	if err != nil && s.onFailure != nil && s.Err() == nil {
+		s.onFailure(err)
+	}
+	switch {
+	case err == nil && ttl > 0:
+		s.extend(sent, time.Duration(ttl)*time.Second)
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ttl <= 0):
+		s.finish(fmt.Errorf("%w: lease %x not found on the server (expired or revoked)", ErrSessionExpired, s.id))
+		return true, err
+	}
+	return false, err
+}
+
 // keepAlive sends one keepalive every TTL/3 and moves the deadline forward
 // on each success. The watchdog, not this loop, ends the session at the
 // deadline, so a keepalive stuck in the network never delays Done.
@@ -263,20 +287,14 @@ func (s *Session) keepAlive(ctx context.Context) {
 	}
 	interval := s.ttl / 3
 	for {
-		sent := time.Now()
-		kctx, cancel := context.WithDeadline(ctx, s.Deadline())
-		resp, err := s.cli.KeepAliveOnce(kctx, s.id)
-		cancel()
-		// Failures are reported while the session lives; the watchdog
-		// reports the last one, the deadline passing, before Done closes.
-		if err != nil && s.onFailure != nil && s.Err() == nil {
-			s.onFailure(err)
-		}
-		switch {
-		case err == nil && resp.TTL > 0:
-			s.extend(sent, time.Duration(resp.TTL)*time.Second)
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
-			s.finish(fmt.Errorf("%w: lease %x not found on the server (expired or revoked)", ErrSessionExpired, s.id))
+		ended, err := s.renew(ctx, func(ctx context.Context) (int64, error) {
+			resp, err := s.cli.KeepAliveOnce(ctx, s.id)
+			if err != nil {
+				return 0, err
+			}
+			return resp.TTL, nil
+		})
+		if ended {
 			return
 		}
 		wait := interval
