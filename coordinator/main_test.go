@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -25,20 +24,7 @@ var shared *testkit.Shared
 func TestMain(m *testing.M) {
 	etcdtest.RunMemberIfChild() // the chaos test's etcd members are this binary
 	runClaimantIfChild()        // and so are its claimants
-	var err error
-	if shared, err = testkit.StartShared(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testkit.MainWithShared(m, &shared))
 }
 
 // newClient returns a client of endpoints, or of the shared member.

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/httpapi"
@@ -25,20 +24,7 @@ import (
 var shared *testkit.Shared
 
 func TestMain(m *testing.M) {
-	var err error
-	if shared, err = testkit.StartShared(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testkit.MainWithShared(m, &shared))
 }
 
 func newClient(t testing.TB) *clientv3.Client { return shared.Client(t) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
@@ -77,4 +78,28 @@ func Client(t testing.TB, endpoints ...string) *clientv3.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// MainWithShared is the body of a TestMain whose tests share one member:
+// it starts the member into *shared, runs the tests, stops it, and when
+// they passed fails the run on goroutines the tests leaked (goleak). It
+// returns the exit code.
+//
+//	func TestMain(m *testing.M) { os.Exit(testkit.MainWithShared(m, &shared)) }
+func MainWithShared(m *testing.M, shared **Shared) int {
+	s, err := StartShared()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*shared = s
+	code := m.Run()
+	s.Close()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	return code
 }

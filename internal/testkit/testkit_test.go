@@ -1,7 +1,6 @@
 package testkit_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -18,14 +17,7 @@ import (
 var shared *testkit.Shared
 
 func TestMain(m *testing.M) {
-	var err error
-	if shared, err = testkit.StartShared(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	shared.Close()
-	os.Exit(code)
+	os.Exit(testkit.MainWithShared(m, &shared))
 }
 
 // TestSharedEtcdServesASeat claims and releases a seat on the shared
