@@ -19,10 +19,6 @@ import (
 type sharedState struct {
 	mu sync.Mutex
 	st *poolState
-	// handing are the queue keys that a release of this process is
-	// handing a seat to right now (handoff.go), so that concurrent
-	// releases hand their seats to different waiters.
-	handing map[string]bool
 }
 
 func (c *Coordinator) shared(pool string) *sharedState {

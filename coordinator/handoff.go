@@ -31,27 +31,30 @@ import (
 // off.
 
 // handoff plans the grant of the seat h frees to the first waiter in this
-// process's view that may take it and that no other release of this
-// process is handing a seat to. It returns the waiter's plan and the nested
-// txn to append to the release, or a nil plan; and a func to call when the
-// release is over.
-func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op, func()) {
+// process's view that may take it. It returns the waiter's plan and the
+// nested txn to append to the release, or a nil plan.
+//
+// Concurrent releases of one process all aim at that same waiter, and only
+// the first to commit hands its seat over; the others free theirs for the
+// head to claim. Aiming a second release at the next waiter instead would
+// grant it while the first waiter still waits whenever the first hand-off
+// fails or commits later: FIFO would break (TestFIFOHistory catches it).
+func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op) {
 	sh := c.shared(h.pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	st := sh.st
 	if st.rev == 0 || len(st.queue) == 0 {
-		return nil, clientv3.Op{}, func() {}
+		return nil, clientv3.Op{}
 	}
 	restore := st.vacate(h)
 	defer restore()
 	for _, kv := range st.waiters() {
 		req, ok := st.waiterRequest(kv)
-		if !ok || queueName(req.lease, req.nonce) == h.claim || sh.handing[req.queueKey] {
+		if !ok || queueName(req.lease, req.nonce) == h.claim {
 			// Not a waiter; or the releaser's own queue key, which a view
-			// that missed its grant still shows (granting it would put the
-			// very keys the release deletes, a txn etcd refuses); or a
-			// waiter another release is handing a seat to.
+			// that missed its grant still shows: granting it would put the
+			// very keys the release deletes, a txn etcd refuses.
 			continue
 		}
 		p, err := st.plan(req)
@@ -59,19 +62,11 @@ func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op, func()) {
 			continue // as in planBatch: FIFO among waiters that can be served
 		}
 		if err != nil {
-			break
+			return nil, clientv3.Op{}
 		}
-		if sh.handing == nil {
-			sh.handing = map[string]bool{}
-		}
-		sh.handing[req.queueKey] = true
-		return p, clientv3.OpTxn(p.cmps, p.ops, nil), func() {
-			sh.mu.Lock()
-			defer sh.mu.Unlock()
-			delete(sh.handing, req.queueKey)
-		}
+		return p, clientv3.OpTxn(p.cmps, p.ops, nil)
 	}
-	return nil, clientv3.Op{}, func() {}
+	return nil, clientv3.Op{}
 }
 
 // vacate removes h's keys from s, as the release txn will, and marks their

@@ -85,8 +85,7 @@ func (cl *Claim) Release(ctx context.Context) error {
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
 	ops := c.releaseOps(cl.held(), rel)
-	next, hand, handed := c.handoff(cl.held())
-	defer handed()
+	next, hand := c.handoff(cl.held())
 	if next != nil {
 		ops = append(ops, hand)
 	}
