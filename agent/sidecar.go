@@ -31,8 +31,11 @@ type Sidecar struct {
 	file SeatFile
 	o    options
 
-	mu  sync.Mutex
-	rec SeatRecord
+	mu     sync.Mutex
+	rec    SeatRecord
+	waitSt *coordinator.WaitStatus // while waiting with a known reason (sidecar_wait.go)
+
+	waitLogEvery time.Duration // how often a wait repeats its reason in the log
 }
 
 // NewSidecar returns a sidecar for cfg. cfg must have passed
@@ -40,8 +43,9 @@ type Sidecar struct {
 func NewSidecar(co *coordinator.Coordinator, cfg config.Sidecar, opts ...Option) *Sidecar {
 	return &Sidecar{
 		co: co, cfg: cfg, o: buildOptions(opts),
-		file: SeatFile{JSONPath: cfg.SeatFile, EnvPath: cfg.EnvPath()},
-		rec:  SeatRecord{State: StateWaiting, Pool: cfg.Pool, Seat: -1, Holder: cfg.Holder},
+		file:         SeatFile{JSONPath: cfg.SeatFile, EnvPath: cfg.EnvPath()},
+		rec:          SeatRecord{State: StateWaiting, Pool: cfg.Pool, Seat: -1, Holder: cfg.Holder},
+		waitLogEvery: defaultWaitLogInterval,
 	}
 }
 
@@ -87,6 +91,7 @@ func (s *Sidecar) set(rec SeatRecord) {
 // returns an error wrapping ErrSeatLost).
 func (s *Sidecar) Run(ctx context.Context) error {
 	sess, cl, err := s.obtain(ctx)
+	s.clearWait()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting: nothing held
@@ -141,6 +146,7 @@ func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator
 		wctx, cancel = context.WithTimeout(ctx, s.cfg.WaitTimeout.D())
 	}
 	defer cancel()
+	defer s.logWhileWaiting(wctx)()
 	bo := reachPolicy.Backoff()
 	for {
 		sess, err := s.o.openSession(wctx, s.co.Client(), s.cfg.TTL.D())
@@ -167,7 +173,8 @@ func (s *Sidecar) claim(ctx context.Context) (*coordinator.Session, *coordinator
 }
 
 func (s *Sidecar) claimOptions() []coordinator.ClaimOption {
-	opts := []coordinator.ClaimOption{coordinator.WithWait(), coordinator.WithTenant(s.cfg.Tenant), coordinator.WithLabels(s.cfg.Labels)}
+	opts := []coordinator.ClaimOption{coordinator.WithWait(), coordinator.WithTenant(s.cfg.Tenant), coordinator.WithLabels(s.cfg.Labels),
+		coordinator.WithWaitStatus(s.onWait)}
 	if s.cfg.Holder != "" {
 		opts = append(opts, coordinator.WithHolder(s.cfg.Holder))
 	}
@@ -177,8 +184,13 @@ func (s *Sidecar) claimOptions() []coordinator.ClaimOption {
 	return opts
 }
 
+// waitErr says why no seat was obtained: at the wait timeout, why it was
+// still waiting rather than a bare "context deadline exceeded".
 func (s *Sidecar) waitErr(wctx context.Context, err error) error {
 	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		if st, ok := s.WaitStatus(); ok {
+			return fmt.Errorf("%w (%v) for pool %q: still waiting: %s", ErrWaitTimeout, s.cfg.WaitTimeout, s.cfg.Pool, st)
+		}
 		return fmt.Errorf("%w (%v) for pool %q: %v", ErrWaitTimeout, s.cfg.WaitTimeout, s.cfg.Pool, err)
 	}
 	return fmt.Errorf("agent: claim a seat of %q: %w", s.cfg.Pool, err)

@@ -21,6 +21,7 @@
 //	<root>/pools/<pool>/grants/<lease>-<nonce>    seat granted to that waiter; its lease
 //	<root>/pools/<pool>/fences/<lease>            claim fence; claimant's lease
 //	<root>/pools/<pool>/released/<seat>           last release record; its holder's lease
+//	<root>/pools/<pool>/waiting/<lease>-<nonce>   held-back waiter JSON; its lease (waiting.go)
 //
 // Seats and slots are 7-digit zero-padded numbers, so lexical order is
 // numeric order; names never contain '/'. <claim> is the holding claim's

@@ -72,7 +72,34 @@ const (
 	WaitNoMatchingInstance WaitReason = "no_matching_instance"
 	// WaitInstancesFull: no ready instance has a free seat.
 	WaitInstancesFull WaitReason = "instances_full"
+	// WaitTenantDenied: the claimant's tenant has a limit of 0 in the pool
+	// spec, so no claim of it can be granted until the spec changes. A
+	// claim refused for it fails at once, waiting or not.
+	WaitTenantDenied WaitReason = "tenant_denied"
 )
+
+// WaitReasons lists every WaitReason, in the order the planner checks them.
+var WaitReasons = []WaitReason{WaitTenantDenied, WaitQueue, WaitPoolFull, WaitTenantLimit, WaitNoMatchingInstance, WaitInstancesFull}
+
+// Text says the reason in a few words, for people: "pool full",
+// "tenant at limit".
+func (r WaitReason) Text() string {
+	switch r {
+	case WaitPoolFull:
+		return "pool full"
+	case WaitQueue:
+		return "behind others in line"
+	case WaitTenantLimit:
+		return "tenant at limit"
+	case WaitNoMatchingInstance:
+		return "no ready instance matching"
+	case WaitInstancesFull:
+		return "every ready instance full"
+	case WaitTenantDenied:
+		return "tenant denied"
+	}
+	return string(r)
+}
 
 // NoSeatError is the error of a claim that found no seat it could take now.
 // It matches ErrNoSeat with errors.Is; Reason says why.
@@ -90,7 +117,18 @@ func (e *NoSeatError) Unwrap() error { return ErrNoSeat }
 // Own reports whether the claimant's own constraints (its tenant's limit or
 // its instance selector) bar it, while other claimants could be served.
 func (e *NoSeatError) Own() bool {
-	return e.Reason == WaitTenantLimit || e.Reason == WaitNoMatchingInstance
+	return e.Reason == WaitTenantLimit || e.Reason == WaitNoMatchingInstance || e.Reason == WaitTenantDenied
+}
+
+// Never reports whether no claim with the same options can be granted
+// until the pool's spec changes (a tenant denied by a limit of 0), so
+// waiting is pointless.
+func (e *NoSeatError) Never() bool { return e.Reason == WaitTenantDenied }
+
+// never reports whether err is a NoSeatError that waiting cannot resolve.
+func never(err error) bool {
+	var ns *NoSeatError
+	return errors.As(err, &ns) && ns.Never()
 }
 
 // ownLimit reports whether err says the claimant's own constraints bar it:

@@ -17,8 +17,12 @@ const (
 	EventInstanceUp        EventType = "instance-up"
 	EventInstanceDraining  EventType = "instance-draining"
 	EventInstanceDown      EventType = "instance-down"
-	EventWaiterJoined      EventType = "waiter-joined"
-	EventWaiterLeft        EventType = "waiter-left"
+	// EventWaiterJoined: a claimant started waiting, in line or held back
+	// off it (then Reason says why, a WaitReason). A waiter moving between
+	// the two is no event.
+	EventWaiterJoined EventType = "waiter-joined"
+	// EventWaiterLeft: a waiter was granted a seat, gave up or died.
+	EventWaiterLeft EventType = "waiter-left"
 	// EventResync says the stream lost history (compaction or a broken
 	// watch) and re-listed: events between the last one sent and Revision
 	// may be missing, and the stream continues from the new listing.
@@ -35,9 +39,10 @@ type Event struct {
 	Holder   string    `json:"holder,omitempty"`
 	Tenant   string    `json:"tenant,omitempty"`
 	Instance string    `json:"instance,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
-	By       string    `json:"by,omitempty"` // who force-released the seat
-	Revision int64     `json:"revision"`
+	// Reason is why a seat was freed, or why a held-back waiter waits.
+	Reason   string `json:"reason,omitempty"`
+	By       string `json:"by,omitempty"` // who force-released the seat
+	Revision int64  `json:"revision"`
 	// Time is when the watcher received the event, not when etcd applied it.
 	Time time.Time `json:"time"`
 }

@@ -28,10 +28,12 @@ const (
 	SegFences = segFences
 	// SegReleased holds release records.
 	SegReleased = segReleased
+	// SegWaiting holds the records of waiters held back off the queue.
+	SegWaiting = segWaiting
 )
 
 // ClaimantSegments are the segments under a pool that a claimant writes.
-var ClaimantSegments = []string{segSeats, segBinds, segTenants, segQueue, segGrants, segFences, segReleased}
+var ClaimantSegments = []string{segSeats, segBinds, segTenants, segQueue, segGrants, segFences, segReleased, segWaiting}
 
 // SlotWidth is the number of digits of a seat or slot number in a key.
 const SlotWidth = slotWidth

@@ -20,6 +20,7 @@ import (
 //	<root>/pools/<pool>/grants/<lease>-<nonce>     seat granted to that waiter, its lease
 //	<root>/pools/<pool>/fences/<lease>             claim fence, claimant's lease
 //	<root>/pools/<pool>/released/<seat>            last release record (JSON)
+//	<root>/pools/<pool>/waiting/<lease>-<nonce>    held-back waiter (JSON), its lease
 //
 // Seat and slot numbers are zero-padded to slotWidth digits so that lexical
 // order is numeric order and "seats/1" is never a prefix of "seats/10".
@@ -49,6 +50,7 @@ const (
 	segGrants    = "grants"
 	segFences    = "fences"
 	segReleased  = "released"
+	segWaiting   = "waiting" // see waiting.go; outside queue/, so no claim compares it
 )
 
 // keys builds keys under one root prefix.
@@ -88,6 +90,9 @@ func queueName(lease clientv3.LeaseID, nonce uint64) string {
 }
 func (k keys) fence(p string, lease clientv3.LeaseID) string {
 	return fmt.Sprintf("%s%s/%016x", k.pool(p), segFences, uint64(lease))
+}
+func (k keys) waitingKey(p string, lease clientv3.LeaseID, nonce uint64) string {
+	return k.pool(p) + segWaiting + "/" + queueName(lease, nonce)
 }
 func (k keys) released(p string, n int) string {
 	return k.pool(p) + segReleased + "/" + slot(n)
@@ -158,7 +163,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 		}
 		pk.Name, pk.Claim = args[0], args[2]
 		pk.Slot, err = parseSlot(args[1])
-	case segQueue, segGrants, segFences:
+	case segQueue, segGrants, segFences, segWaiting:
 		if len(args) != 1 || !validHexName(args[0], pk.Seg != segFences) {
 			return bad("bad lease segment")
 		}

@@ -37,6 +37,10 @@ type Metrics interface {
 	// first grant) to its release or loss, whatever the reason. It is
 	// called once per claim that ends while this process holds it.
 	SeatHold(pool string, d time.Duration)
+	// Waiting adds delta (+1 or -1) to this process's claimants waiting on
+	// pool for reason, a WaitReason; a waiter whose reason changes moves
+	// from one reason to the other.
+	Waiting(pool, reason string, delta int)
 }
 
 // NoopMetrics discards everything. It is the default. Embed it in your own
@@ -57,3 +61,6 @@ func (NoopMetrics) SeatLost(string, string) {}
 
 // SeatHold implements Metrics.
 func (NoopMetrics) SeatHold(string, time.Duration) {}
+
+// Waiting implements Metrics.
+func (NoopMetrics) Waiting(string, string, int) {}

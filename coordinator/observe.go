@@ -126,7 +126,9 @@ func sortedSlots[V any](m map[int]V) []int {
 	return out
 }
 
-// Queue lists a pool's waiters in the order they will be served.
+// Queue lists a pool's waiters: those in line in the order they will be
+// served, then those held back off the line by their own tenant limit or
+// instance selector (Position -1), oldest first; each with why it waits.
 func (c *Coordinator) Queue(ctx context.Context, pool string) ([]Waiter, error) {
 	st, err := c.readPool(ctx, pool)
 	if err != nil {
@@ -140,13 +142,46 @@ func (c *Coordinator) waitersOf(st *poolState) []Waiter {
 	for _, kv := range st.waiters() {
 		var rec waiterRecord
 		_ = json.Unmarshal(kv.Value, &rec) // a bad value still occupies its place
-		out = append(out, Waiter{
-			Pool: st.pool, Position: len(out), Holder: rec.Holder, Tenant: rec.Tenant,
-			Instance: rec.Instance, Labels: rec.Labels, Lease: clientv3.LeaseID(kv.Lease),
-			Since: rec.Since, Revision: kv.CreateRevision,
-		})
+		w := waiterOf(st.pool, len(out), rec, kv)
+		ws := WaitStatus{Detail: "not a waiter record of etcdpool: the head passes it over"}
+		if req, ok := st.waiterRequest(kv); ok {
+			ws = st.queuedStatus(req, len(out))
+		}
+		w.Reason, w.Detail, w.Ahead = ws.Reason, ws.Detail, len(out)
+		out = append(out, w)
+	}
+	return append(out, heldBackOf(st)...)
+}
+
+// heldBackOf lists the waiters held back off the line, oldest first.
+func heldBackOf(st *poolState) []Waiter {
+	kvs := make([]*mvccpb.KeyValue, 0, len(st.waiting))
+	for _, kv := range st.waiting {
+		kvs = append(kvs, kv)
+	}
+	sort.Slice(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
+	var out []Waiter
+	for _, kv := range kvs {
+		var rec waitingRecord
+		_ = json.Unmarshal(kv.Value, &rec)
+		w := waiterOf(st.pool, -1, rec.waiterRecord, kv)
+		o := claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}
+		ws := WaitStatus{Reason: rec.Reason, Detail: rec.Detail} // as it last recorded
+		if !st.ownFits(o) {
+			ws = st.heldBackStatus(o)
+		}
+		w.Reason, w.Detail = ws.Reason, ws.Detail
+		out = append(out, w)
 	}
 	return out
+}
+
+func waiterOf(pool string, pos int, rec waiterRecord, kv *mvccpb.KeyValue) Waiter {
+	return Waiter{
+		Pool: pool, Position: pos, Holder: rec.Holder, Tenant: rec.Tenant,
+		Instance: rec.Instance, Labels: rec.Labels, Lease: clientv3.LeaseID(kv.Lease),
+		Since: rec.Since, Revision: kv.CreateRevision,
+	}
 }
 
 // Instances lists a pool's registered instances by ID.
@@ -172,7 +207,7 @@ func (c *Coordinator) PoolStatus(ctx context.Context, pool string) (PoolStatus, 
 }
 
 func statusOf(st *poolState) PoolStatus {
-	ps := PoolStatus{Name: st.pool, Spec: st.spec, Held: len(st.seats), Waiting: len(st.queue), Instances: len(st.instances)}
+	ps := PoolStatus{Name: st.pool, Spec: st.spec, Held: len(st.seats), Waiting: len(st.queue) + len(st.waiting), Instances: len(st.instances)}
 	if st.specKV != nil {
 		ps.Revision = st.specKV.ModRevision
 	}

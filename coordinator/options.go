@@ -74,6 +74,7 @@ type claimOptions struct {
 	instance string            // default: any
 	labels   map[string]string // default: any
 	wait     bool              // default: fail with ErrNoSeat
+	onWait   func(WaitStatus)  // default: none; see WithWaitStatus
 }
 
 // WithHolder names the claimant, shown to operators. Default

@@ -70,6 +70,9 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 		return nil, fmt.Errorf("%w: %d queue keys without a lease under pool %q (such as %q); run `poolctl doctor %s --fix`",
 			ErrForeignKey, len(s.unleased), s.pool, sortedKeys(s.unleased)[0], s.pool)
 	}
+	if err := s.denied(req.opts); err != nil {
+		return nil, err // never grantable: said first, whatever else is in the way (waiting.go)
+	}
 	p := &claimPlan{lease: req.lease, claim: queueName(req.lease, req.nonce), rec: seatRecord{
 		Holder: req.opts.holder, Tenant: req.opts.tenant, Nonce: req.nonce,
 		ClaimedAt: time.Now().UTC(), TenantSlot: -1, BindSlot: -1,

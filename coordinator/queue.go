@@ -30,14 +30,19 @@ import (
 // constraints bar it again, it steps out and repeats, rejoining at the back.
 // Pre-waiters look at the feed after each change, so each change wakes every
 // one of them (locally; they send no claim txn until their constraints fit).
+// A held-back waiter is not invisible: it keeps a waiting record that says
+// why it waits (waiting.go), and every waiter reports its WaitStatus to
+// its caller (WithWaitStatus) and to the metrics.
 
-// waitable reports whether a refusal may resolve by waiting.
+// waitable reports whether a refusal may resolve by waiting: not one that
+// the spec makes permanent (see NoSeatError.Never).
 func waitable(err error) bool {
-	return errors.Is(err, ErrNoSeat) || errors.Is(err, ErrInstanceNotFound)
+	return (errors.Is(err, ErrNoSeat) || errors.Is(err, ErrInstanceNotFound)) && !never(err)
 }
 
-// wait queues the claimant and blocks until granted or ctx ends. On any
-// failure it removes its queue key before returning.
+// wait queues the claimant and blocks until granted or ctx ends, telling
+// w why it waits. On any failure it removes its queue key and its waiting
+// record before returning.
 func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req claimRequest) (*Claim, error) {
 	// Keep the pool feed running while this claimant waits, so that when it
 	// becomes head it plans at once, without reading the pool.
@@ -46,23 +51,30 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		return nil, err
 	}
 	defer c.releaseFeed(pool, fd)
+	w := c.newWaitTracker(s, pool, req)
+	defer w.end()
 	for {
 		if req.opts.constrained() {
-			if err := c.preWait(ctx, s, pool, req.opts); err != nil {
+			if err := c.preWait(ctx, s, pool, req.opts, w); err != nil {
 				return nil, err
 			}
 		}
 		qkey := c.k.queueKey(pool, req.lease, req.nonce)
-		qrev, granted, err := c.enqueue(ctx, s, pool, req, qkey)
+		qrev, granted, err := c.enqueue(ctx, s, pool, req, qkey, w.enqueueOps()...)
 		if err != nil || granted != nil {
 			return granted, err
 		}
+		w.inLine()
 		req.queueKey, req.queueRev = qkey, qrev
-		cl, err := c.waitTurn(ctx, s, pool, req, fd)
+		cl, err := c.waitTurn(ctx, s, pool, req, fd, w)
 		if err == nil {
 			return cl, nil
 		}
-		c.dequeue(s, pool, req)
+		// A head barred by its own constraints steps out into a waiting
+		// record in one txn; if that fails it leaves as any waiter does.
+		if !errors.Is(err, errStepOut) || !c.stepOut(ctx, req, w) {
+			c.dequeue(s, pool, req)
+		}
 		if !errors.Is(err, errStepOut) {
 			return nil, err
 		}
@@ -74,10 +86,21 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 // line so that the waiters behind it can be served.
 var errStepOut = errors.New("coordinator: step out of line")
 
-// preWait blocks, holding no key, until the claimant's own constraints
-// (tenant limit, instance selector) would admit it.
-func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions) error {
-	return c.watchPool(ctx, s, pool, 0, func(st *poolState) (bool, error) { return st.ownFits(o), nil })
+// preWait blocks, off the queue, until the claimant's own constraints
+// (tenant limit, instance selector) would admit it; meanwhile its waiting
+// record says why it waits. It fails at once when the spec denies the
+// claimant's tenant (NoSeatError.Never).
+func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions, w *waitTracker) error {
+	return c.watchPool(ctx, s, pool, 0, func(st *poolState) (bool, error) {
+		if err := st.denied(o); err != nil {
+			return false, err
+		}
+		if st.ownFits(o) {
+			return true, nil
+		}
+		w.heldBack(ctx, st.heldBackStatus(o))
+		return false, nil
+	})
 }
 
 // watchPool calls f on a private snapshot of the pool's exact state (see
@@ -115,7 +138,9 @@ func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, mi
 // when an ambiguous put did commit and a head granted it a seat before the
 // resolution read the pool, that claim (the waiter must then not queue
 // again: its key is gone with the grant).
-func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string) (int64, *Claim, error) {
+//
+// extra are more ops of the same txn (the delete of a waiting record).
+func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string, extra ...clientv3.Op) (int64, *Claim, error) {
 	o := req.opts
 	val, _ := json.Marshal(waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: time.Now().UTC()})
 	sh := c.shared(pool)
@@ -129,7 +154,7 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 		frev := sh.st.fences[req.lease]
 		sh.mu.Unlock()
 		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(fence), "=", frev)).
-			Then(clientv3.OpPut(qkey, string(val), clientv3.WithLease(req.lease))).
+			Then(append([]clientv3.Op{clientv3.OpPut(qkey, string(val), clientv3.WithLease(req.lease))}, extra...)...).
 			Else(clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
 		if err == nil && resp.Succeeded {
 			return resp.Header.Revision, nil, nil
@@ -175,7 +200,7 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 // pool feed, and sleeps until the feed applies a change to the key of the
 // waiter just ahead or to its own grant key: a release wakes one waiter,
 // and waiting costs no RPC.
-func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest, fd *poolFeed) (*Claim, error) {
+func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest, fd *poolFeed, w *waitTracker) (*Claim, error) {
 	gname := queueName(req.lease, req.nonce)
 	gkey := c.k.grant(pool, gname)
 	for seen := req.queueRev; ; {
@@ -186,6 +211,7 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 			pl.grantLost = pl.grant != nil && !st.holdsGrant(pl.grant)
 			if pl.grant == nil && pl.own != nil && pl.ahead != nil {
 				wake = fd.subscribe(string(pl.ahead.Key), gkey)
+				pl.status = st.queuedStatus(req, st.countAhead(req.queueRev))
 			}
 		})
 		if err != nil {
@@ -199,13 +225,14 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 		case pl.own == nil:
 			return nil, c.queueGone(ctx, s, pool)
 		case pl.ahead != nil:
+			w.set(pl.status) // outside the feed's lock: it calls the caller's hook
 			if err := fd.sleep(ctx, s, wake); err != nil {
 				return nil, err
 			}
 			seen = pl.rev + 1
 			continue
 		}
-		cl, err := c.serveHead(ctx, s, pool, req, pl.rev)
+		cl, err := c.serveHead(ctx, s, pool, req, pl.rev, w)
 		if errors.Is(err, errNotHead) {
 			continue
 		}
@@ -219,6 +246,7 @@ type place struct {
 	own, ahead, grant *mvccpb.KeyValue
 	grantLost         bool // the granted seat is gone already
 	rev               int64
+	status            WaitStatus // set while a waiter is ahead
 }
 
 // queueGone explains why a waiter's queue key vanished: the session ended,
@@ -240,19 +268,20 @@ func (c *Coordinator) queueGone(ctx context.Context, s *Session, pool string) er
 
 // serveHead runs while the waiter is first in line. It sends a claim txn
 // only when its exact snapshot of the pool shows a seat it may take.
-func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, req claimRequest, seen int64) (*Claim, error) {
+func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, req claimRequest, seen int64, w *waitTracker) (*Claim, error) {
 	var cl *Claim
 	err := c.watchPool(ctx, s, pool, seen, func(st *poolState) (bool, error) {
 		var err error
-		cl, err = c.tryHead(ctx, s, pool, req, st)
+		cl, err = c.tryHead(ctx, s, pool, req, st, w)
 		return cl != nil, err
 	})
 	return cl, err
 }
 
 // tryHead plans on the head's snapshot and sends at most one claim txn. It
-// returns (nil, nil) when the waiter should keep waiting.
-func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState) (*Claim, error) {
+// returns (nil, nil) when the waiter should keep waiting, having reported
+// why to w.
+func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState, w *waitTracker) (*Claim, error) {
 	for {
 		if g, ok := st.grants[queueName(req.lease, req.nonce)]; ok {
 			return c.fromGrant(s, pool, g) // granted by a head before us
@@ -261,8 +290,12 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 		switch {
 		case err == nil:
 		case ownLimit(err):
+			w.set(waitStatusOf(err, req.opts)) // what stepOut records
 			return nil, errStepOut
 		case waitable(err):
+			ws := waitStatusOf(err, req.opts)
+			ws.InLine = true
+			w.set(ws)
 			return nil, nil
 		case errors.Is(err, ErrPoolNotFound):
 			return nil, fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)

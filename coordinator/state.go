@@ -51,6 +51,10 @@ type poolState struct {
 	unleased map[string]bool
 	fences   map[clientv3.LeaseID]int64 // lease -> mod revision
 	foreign  map[string]bool            // keys under the pool that etcdpool did not write
+
+	// waiting are the records of held-back waiters (waiting.go); planning
+	// ignores them.
+	waiting map[string]*mvccpb.KeyValue
 }
 
 func newPoolState(k keys, pool string) *poolState {
@@ -73,6 +77,7 @@ func (s *poolState) reset() {
 	s.unleased = map[string]bool{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
+	s.waiting = map[string]*mvccpb.KeyValue{}
 }
 
 // clone returns a deep copy that shares only the immutable key-values.
@@ -82,6 +87,7 @@ func (s *poolState) clone() *poolState {
 	c.instances, c.queue, c.grants = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.grants)
 	c.fences, c.foreign, c.unleased = maps.Clone(s.fences), maps.Clone(s.foreign), maps.Clone(s.unleased)
 	c.binds, c.tenants, c.holders = cloneSlots(s.binds), cloneSlots(s.tenants), maps.Clone(s.holders)
+	c.waiting = maps.Clone(s.waiting)
 	return &c
 }
 
@@ -172,6 +178,8 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		s.grants[pk.Name] = kv
 	case segFences:
 		s.fences[leaseOfHex(pk.Name)] = kv.ModRevision
+	case segWaiting:
+		putWaiting(s.waiting, kv)
 	}
 }
 
@@ -210,6 +218,8 @@ func (s *poolState) del(key string) {
 		delete(s.grants, pk.Name)
 	case segFences:
 		delete(s.fences, leaseOfHex(pk.Name))
+	case segWaiting:
+		delete(s.waiting, key)
 	}
 }
 

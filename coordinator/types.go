@@ -266,17 +266,37 @@ type waiterRecord struct {
 	Since    time.Time         `json:"since"`
 }
 
-// Waiter is one entry of a pool's queue.
+// Waiter is one claimant waiting for a seat of a pool: in line (its queue
+// key) or held back off the line by its own tenant limit or instance
+// selector (its waiting record).
 type Waiter struct {
-	Pool     string            `json:"pool"`
-	Position int               `json:"position"` // 0 is the head
+	Pool string `json:"pool"`
+	// Position is the place in line, 0 for the head; -1 for a waiter held
+	// back off the line.
+	Position int               `json:"position"`
 	Holder   string            `json:"holder"`
 	Tenant   string            `json:"tenant,omitempty"`
 	Instance string            `json:"instance,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Lease    clientv3.LeaseID  `json:"lease"`
 	Since    time.Time         `json:"since"`
-	Revision int64             `json:"revision"` // the queue key's create revision
+	// Revision is the create revision of the queue key or waiting record.
+	Revision int64 `json:"revision"`
+	// Reason is why it waits, as the planner sees it at the read's
+	// revision: for the head, what keeps it from a seat; for a waiter
+	// behind it, what bars it on its own, else WaitQueue. Empty when a free
+	// seat is about to be granted to it.
+	Reason WaitReason `json:"reason"`
+	// Detail says Reason for people.
+	Detail string `json:"detail,omitempty"`
+	// Ahead is how many claimants stand ahead of it in line (its
+	// Position); 0 for a waiter held back.
+	Ahead int `json:"ahead"`
+}
+
+// Status returns the waiter's WaitStatus, as the waiter itself reports it.
+func (w Waiter) Status() WaitStatus {
+	return WaitStatus{Reason: w.Reason, Detail: w.Detail, Ahead: w.Ahead, InLine: w.Position >= 0}
 }
 
 // releaseRecord is the JSON value of a released key: who freed the seat
@@ -291,13 +311,14 @@ type releaseRecord struct {
 
 // PoolStatus summarises one pool.
 type PoolStatus struct {
-	Name      string   `json:"name"`
-	Spec      PoolSpec `json:"spec"`
-	Revision  int64    `json:"revision"`
-	Held      int      `json:"held"`
-	Free      int      `json:"free"`
-	Waiting   int      `json:"waiting"`
-	Instances int      `json:"instances"`
+	Name     string   `json:"name"`
+	Spec     PoolSpec `json:"spec"`
+	Revision int64    `json:"revision"`
+	Held     int      `json:"held"`
+	Free     int      `json:"free"`
+	// Waiting counts every waiter: in line and held back off it.
+	Waiting   int `json:"waiting"`
+	Instances int `json:"instances"`
 	// SpecError is set when the spec in etcd is malformed.
 	SpecError string `json:"specError,omitempty"`
 }

@@ -176,10 +176,11 @@ func (c *Coordinator) translateRevision(evs []*clientv3.Event) []Event {
 			deletedPools[pk.Pool] = true
 		}
 	}
+	moved := WaiterMoves(c.k.root, evs)
 	var out []Event
 	for _, ev := range evs {
 		pk, err := c.k.parse(string(ev.Kv.Key))
-		if err != nil {
+		if err != nil || moved[string(ev.Kv.Key)] {
 			continue
 		}
 		e := Event{Pool: pk.Pool, Seat: -1, Revision: ev.Kv.ModRevision}
@@ -193,6 +194,8 @@ func (c *Coordinator) translateRevision(evs []*clientv3.Event) []Event {
 			e, ok = seatEvent(e, ev, pk.Slot, released[slotOf(string(ev.Kv.Key))], deletedPools[pk.Pool])
 		case segQueue:
 			e, ok = waiterEvent(e, ev)
+		case segWaiting:
+			e, ok = heldBackEvent(e, ev)
 		}
 		if ok {
 			out = append(out, e)
@@ -273,4 +276,70 @@ func waiterEvent(e Event, ev *clientv3.Event) (Event, bool) {
 		e.Holder, e.Tenant = rec.Holder, rec.Tenant
 	}
 	return e, true
+}
+
+// heldBackEvent reports a waiter held back off the line (waiting.go):
+// joined with its reason when its record is created, left when it is
+// deleted. A rewrite (its reason changed) is no event.
+func heldBackEvent(e Event, ev *clientv3.Event) (Event, bool) {
+	kv := ev.Kv
+	e.Type = EventWaiterJoined
+	if ev.Type == clientv3.EventTypeDelete {
+		kv, e.Type = ev.PrevKv, EventWaiterLeft
+	} else if !ev.IsCreate() {
+		return e, false
+	}
+	if kv != nil {
+		var rec waitingRecord
+		_ = json.Unmarshal(kv.Value, &rec)
+		e.Holder, e.Tenant = rec.Holder, rec.Tenant
+		if e.Type == EventWaiterJoined {
+			e.Reason = string(rec.Reason)
+		}
+	}
+	return e, true
+}
+
+// WaiterMoves returns, among the events of one revision under root, the
+// keys of waiters that moved between the line and a waiting record in one
+// txn (enqueue puts the queue key and deletes the record; stepping out of
+// line does the reverse): the claimant waits on, so neither key is a
+// waiter-joined or waiter-left event. For consumers that translate raw
+// etcd events themselves, as Watch does.
+func WaiterMoves(root string, evs []*clientv3.Event) map[string]bool {
+	k := keys{root: root}
+	type halves struct{ intoLine, outOfLine [2]string } // [queue key, waiting key]
+	byLease := map[string]*halves{}
+	for _, ev := range evs {
+		pk, err := k.parse(string(ev.Kv.Key))
+		if err != nil || (pk.Seg != segQueue && pk.Seg != segWaiting) {
+			continue
+		}
+		id := pk.Pool + "/" + pk.Name[:hexWidth]
+		h := byLease[id]
+		if h == nil {
+			h = &halves{}
+			byLease[id] = h
+		}
+		put, q := ev.Type == clientv3.EventTypePut && ev.IsCreate(), pk.Seg == segQueue
+		switch {
+		case q && put:
+			h.intoLine[0] = string(ev.Kv.Key)
+		case !q && ev.Type == clientv3.EventTypeDelete:
+			h.intoLine[1] = string(ev.Kv.Key)
+		case q && ev.Type == clientv3.EventTypeDelete:
+			h.outOfLine[0] = string(ev.Kv.Key)
+		case !q && put:
+			h.outOfLine[1] = string(ev.Kv.Key)
+		}
+	}
+	out := map[string]bool{}
+	for _, h := range byLease {
+		for _, pair := range [][2]string{h.intoLine, h.outOfLine} {
+			if pair[0] != "" && pair[1] != "" {
+				out[pair[0]], out[pair[1]] = true, true
+			}
+		}
+	}
+	return out
 }

@@ -48,6 +48,7 @@ type Metrics struct {
 	seatsLost  *prometheus.CounterVec
 	keepaliveF prometheus.Counter
 	sessLost   prometheus.Counter
+	waiters    *prometheus.GaugeVec // waiters.go
 }
 
 var _ coordinator.Metrics = (*Metrics)(nil)
@@ -72,6 +73,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Sessions of this process lost before it closed them: lease expired, revoked, or not kept alive in time."}),
 	}
 	reg.MustRegister(m.claimTxns, m.claims, m.grantWait, m.hold, m.seatsLost, m.keepaliveF, m.sessLost)
+	m.waiters = newWaiters(reg)
 	return m
 }
 

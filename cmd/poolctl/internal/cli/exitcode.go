@@ -55,7 +55,7 @@ var exitCodes = []struct {
 	{ExitConflict, "conflict: stale token, pool already exists, pool in use, concurrent modification"},
 	{ExitUnreachable, "etcd unreachable: no connection within --dial-timeout (a TLS failure names its cause), or no answer within --command-timeout"},
 	{ExitNotFound, "not found: pool, seat or instance"},
-	{ExitTimeout, "timed out waiting: run found no seat within --wait (or at once with --no-wait); drain --wait: seats still held after --timeout"},
+	{ExitTimeout, "timed out waiting: run found no seat within --wait (or at once with --no-wait, or never can: a denied tenant); drain --wait: seats still held after --timeout; explain: the claim would not be granted now"},
 	{ExitSeatLost, "run: the seat was lost while the command ran (force-release, lease loss, instance gone, pool deleted); the command was stopped"},
 	{ExitDenied, "denied: etcd refused the request (permission denied by RBAC, or authentication failed); see `poolctl roles`"},
 	{ExitCannotExec, "run: the command was found but cannot be executed (not executable, a directory, bad format)"},

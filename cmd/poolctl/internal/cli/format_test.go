@@ -48,8 +48,9 @@ func TestTableBuilders(t *testing.T) {
 		{Seat: 3, Holder: "train-7", Token: 2051, Lease: 0x694d7c0f1b2a3e09, ClaimedAt: testNow.Add(-2 * time.Hour), TTL: -1},
 	}, testNow)
 	queue := queueViewOf("gpu", []coordinator.Waiter{
-		{Position: 0, Holder: "w-1", Tenant: "ci", Since: testNow.Add(-12 * time.Second)},
-		{Position: 1, Holder: "w-2", Labels: map[string]string{"zone": "a", "gpu": "a100"}, Since: testNow.Add(-3 * time.Second)},
+		{Position: 0, Holder: "w-1", Tenant: "ci", Since: testNow.Add(-12 * time.Second), Reason: coordinator.WaitPoolFull, Detail: `pool "gpu" holds 2 of 2`},
+		{Position: 1, Holder: "w-2", Labels: map[string]string{"zone": "a", "gpu": "a100"}, Since: testNow.Add(-3 * time.Second), Reason: coordinator.WaitQueue, Ahead: 1},
+		{Position: -1, Holder: "w-3", Tenant: "ci", Since: testNow.Add(-5 * time.Second), Reason: coordinator.WaitTenantLimit, Detail: `tenant "ci" holds 1 of its limit 1`},
 	}, testNow)
 	inst := instanceListViewOf("gpu", []coordinator.Instance{
 		{ID: "node-1", Addr: "10.0.0.1:9000", Labels: map[string]string{"zone": "a"}, Seats: 2, State: coordinator.InstanceReady, Agent: "agent-1"},

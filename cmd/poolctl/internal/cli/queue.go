@@ -19,8 +19,14 @@ type queueOptions struct {
 func newQueueCommand(g *globalOptions) *cobra.Command {
 	o := &queueOptions{g: g}
 	cmd := &cobra.Command{
-		Use:               "queue POOL",
-		Short:             "List a pool's waiters in the order they will be served, with how long each has waited",
+		Use:   "queue POOL",
+		Short: "List a pool's waiters in the order they will be served, with how long and why each waits",
+		Long: "List every claimant waiting for a seat of POOL: those in line in the order they\n" +
+			"will be served (POSITION 0 is next), then those held back off the line by their\n" +
+			"own tenant limit or instance selector (POSITION -). WHY says what keeps each from\n" +
+			"a seat now: pool full, tenant at limit, no ready instance matching, every ready\n" +
+			"instance full, or behind N others in line. `poolctl explain` says what would\n" +
+			"have to change.",
 		Args:              exactArgs("POOL"),
 		RunE:              runE(o),
 		ValidArgsFunction: completePools(g),
@@ -61,7 +67,7 @@ func queueViewOf(pool string, ws []coordinator.Waiter, now time.Time) queueView 
 		v.Waiters = append(v.Waiters, waiterView{
 			Position: w.Position, Holder: w.Holder, Tenant: w.Tenant, Instance: w.Instance,
 			Labels: nonNil(w.Labels), Lease: leaseHex(w.Lease), Since: w.Since.UTC(),
-			WaitedSeconds: elapsed(now, w.Since),
+			WaitedSeconds: elapsed(now, w.Since), Reason: string(w.Reason), Detail: w.Detail, Ahead: w.Ahead,
 		})
 	}
 	return v
@@ -69,10 +75,15 @@ func queueViewOf(pool string, ws []coordinator.Waiter, now time.Time) queueView 
 
 // queueTable is the table of queue.
 func queueTable(v queueView) (header []string, rows [][]string) {
-	header = []string{"POSITION", "HOLDER", "TENANT", "INSTANCE", "LABELS", "WAITED"}
+	header = []string{"POSITION", "HOLDER", "TENANT", "INSTANCE", "LABELS", "WAITED", "WHY"}
 	for _, w := range v.Waiters {
-		rows = append(rows, []string{itoa(w.Position), w.Holder, dash(w.Tenant), dash(w.Instance),
-			kvCell(w.Labels), age(time.Duration(w.WaitedSeconds) * time.Second)})
+		pos := itoa(w.Position)
+		if w.Position < 0 {
+			pos = "-"
+		}
+		why := coordinator.WaitStatus{Reason: coordinator.WaitReason(w.Reason), Detail: w.Detail, Ahead: w.Ahead}.String()
+		rows = append(rows, []string{pos, w.Holder, dash(w.Tenant), dash(w.Instance),
+			kvCell(w.Labels), age(time.Duration(w.WaitedSeconds) * time.Second), why})
 	}
 	return header, rows
 }

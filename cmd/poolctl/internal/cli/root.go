@@ -71,7 +71,7 @@ func newRootCommand(env *Env, sigs *signalRouter) *cobra.Command {
 		newPoolCommand(g), newSeatsCommand(g), newInstancesCommand(g), newQueueCommand(g),
 		newReleaseCommand(g), newDrainCommand(g, coordinator.InstanceDraining),
 		newDrainCommand(g, coordinator.InstanceReady), newWatchCommand(g), newRunCommand(g),
-		newStatusCommand(g), newRolesCommand(g), newDoctorCommand(g), newCompletionCommand(), newVersionCommand(g),
+		newStatusCommand(g), newExplainCommand(g), newRolesCommand(g), newDoctorCommand(g), newCompletionCommand(), newVersionCommand(g),
 	)
 
 	root.AddCommand(newDescribeCommand(g))

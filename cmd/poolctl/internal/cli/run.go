@@ -127,16 +127,11 @@ func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
 		return usageError("want exactly POOL before -- and a command after it: poolctl run POOL [flags] -- CMD [ARGS...]")
 	}
 	o.Pool, o.Argv = args[0], args[dash:]
-	o.labels = map[string]string{}
-	for _, list := range o.Labels {
-		for _, kv := range strings.Split(list, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return usageError("--label %q: want key=value", kv)
-			}
-			o.labels[k] = v
-		}
+	labels, err := parseLabels(o.Labels)
+	if err != nil {
+		return err
 	}
+	o.labels = labels
 	if err := o.completeDrainSignal(); err != nil {
 		return err
 	}
@@ -146,6 +141,22 @@ func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
 	}
 	o.path = path
 	return nil
+}
+
+// parseLabels reads --label values: k=v each, or k=v,k2=v2; repeats add
+// up. Shared by run and explain.
+func parseLabels(lists []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, list := range lists {
+		for _, kv := range strings.Split(list, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usageError("--label %q: want key=value", kv)
+			}
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 // Validate implements command.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -35,6 +36,11 @@ func (o *runOptions) claim(ctx context.Context, c *coordinator.Coordinator, sess
 		defer cancel()
 	}
 	o.logf("waiting for a seat in pool %q", o.Pool)
+	var last *coordinator.WaitStatus // the claim's goroutine writes it, and is done before it is read
+	opts = append(opts, coordinator.WithWaitStatus(func(st coordinator.WaitStatus) {
+		last = &st
+		o.logf("waiting for a seat in pool %q: %s", o.Pool, st)
+	}))
 	cl, err := c.Claim(ctx, sess, o.Pool, opts...)
 	if err == nil && signals.Err() != nil {
 		o.release(cl) // a signal arrived just as the seat was granted
@@ -42,7 +48,7 @@ func (o *runOptions) claim(ctx context.Context, c *coordinator.Coordinator, sess
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+			return nil, stillWaiting(context.Cause(ctx), last)
 		}
 		return nil, err
 	}
@@ -60,4 +66,13 @@ func (o *runOptions) release(cl *coordinator.Claim) {
 		return
 	}
 	o.logf("released seat %d of pool %q", cl.Seat(), cl.Pool())
+}
+
+// stillWaiting adds why the claim was still waiting to the error of a
+// wait that ran out.
+func stillWaiting(err error, last *coordinator.WaitStatus) error {
+	if last == nil || !errors.Is(err, errWaitTimedOut) {
+		return err
+	}
+	return classify(errWaitTimedOut, fmt.Errorf("%w; still waiting: %s", err, last))
 }

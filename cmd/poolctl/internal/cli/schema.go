@@ -96,7 +96,8 @@ type queueView struct {
 	Waiters []waiterView `json:"waiters"`
 }
 
-// waiterView is one waiter; position 0 is served next.
+// waiterView is one waiter; position 0 is served next, -1 is held back
+// off the line by its own tenant limit or instance selector.
 type waiterView struct {
 	Position      int               `json:"position"`
 	Holder        string            `json:"holder"`
@@ -106,6 +107,9 @@ type waiterView struct {
 	Lease         string            `json:"lease"`
 	Since         time.Time         `json:"since"`
 	WaitedSeconds int64             `json:"waitedSeconds"`
+	Reason        string            `json:"reason"` // a coordinator.WaitReason; "" while being granted
+	Detail        string            `json:"detail"`
+	Ahead         int               `json:"ahead"`
 }
 
 // releaseView is release: the seat as it was when released.

@@ -94,7 +94,7 @@ func TestDescribe(t *testing.T) {
 			`^Name:\s+gpu$`, `^Capacity:\s+1$`, `^Tenant overrides:\s+ci=1$`, `^Usage:\s+1 held, 0 free, 1 waiting\s+\[#+\] 100%$`,
 			`^Instances \(1\):$`, `^  node-0\s+ready\s+1/1\s+10\.0\.0\.1:9000\s+zone=a\s+vm$`,
 			`^Seats \(1 held\):$`, `^  0\s+alice\s+ci\s+node-0\s+`+itoa64(sc.alice.Token())+`\s`,
-			`^Queue \(1 waiting\):$`, `^  0\s+bob\s+-\s+-\s+-\s+\S+$`)},
+			`^Queue \(1 waiting\):$`, `^  0\s+bob\s+-\s+-\s+-\s+\S+\s+pool full: pool "gpu" holds 1 of 1$`)},
 		{"wide", []string{"describe", "gpu", "-o", "wide"}, ExitOK, lines(
 			`^  SEAT .* LEASE\s+CLAIMED-AT\s+INSTANCE-ADDR$`, `\s`+leaseHex(sc.alice.Lease())+`\s+\d{4}-\d\d-\d\dT\S+Z\s+10\.0\.0\.1:9000$`,
 			`^  INSTANCE .* LEASE\s+REVISION$`, `\s`+leaseHex(sc.agent.Lease())+`\s+\d+$`)},

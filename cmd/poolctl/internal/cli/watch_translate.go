@@ -55,6 +55,7 @@ type (
 		Holder string    `json:"holder"`
 		Tenant string    `json:"tenant"`
 		Since  time.Time `json:"since"`
+		Reason string    `json:"reason"` // waiting records only
 	}
 	storedRelease struct {
 		Token  int64     `json:"token"`
@@ -109,10 +110,11 @@ func (t translator) revision(evs []*clientv3.Event) []watchEvent {
 		}
 	}
 	now := t.now().UTC()
+	moved := coordinator.WaiterMoves(t.root, evs)
 	var out []watchEvent
 	for _, ev := range evs {
 		pk, err := coordinator.ParseKey(t.root, string(ev.Kv.Key))
-		if err != nil {
+		if err != nil || moved[string(ev.Kv.Key)] {
 			continue
 		}
 		e := watchEvent{Event: coordinator.Event{Pool: pk.Pool, Seat: -1, Revision: ev.Kv.ModRevision, Time: now},
@@ -127,6 +129,8 @@ func (t translator) revision(evs []*clientv3.Event) []watchEvent {
 			e, ok = seatWatchEvent(e, ev, pk.Slot, released[seatRef{pk.Pool, pk.Slot}], deleted[pk.Pool])
 		case coordinator.SegQueue:
 			e, ok = waiterWatchEvent(e, ev), true
+		case coordinator.SegWaiting:
+			e, ok = heldBackWatchEvent(e, ev)
 		}
 		if ok {
 			out = append(out, e)
@@ -224,4 +228,20 @@ func waiterWatchEvent(e watchEvent, ev *clientv3.Event) watchEvent {
 		}
 	}
 	return e
+}
+
+// heldBackWatchEvent is a waiter held back off the line (its waiting
+// record): joined, with why, when the record is created; left when it is
+// deleted; a rewrite (its reason changed) is no event.
+func heldBackWatchEvent(e watchEvent, ev *clientv3.Event) (watchEvent, bool) {
+	if ev.Type == clientv3.EventTypePut && !ev.IsCreate() {
+		return e, false
+	}
+	e = waiterWatchEvent(e, ev)
+	if kv := ev.Kv; ev.Type == clientv3.EventTypePut {
+		var rec storedWaiter
+		_ = json.Unmarshal(kv.Value, &rec)
+		e.Reason = rec.Reason
+	}
+	return e, true
 }

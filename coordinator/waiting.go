@@ -1,0 +1,335 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
+)
+
+// Nobody waits invisibly. A waiter in line has its queue key; a waiter
+// held back off the line by its own tenant limit or instance selector (see
+// queue.go) has none, so it keeps a record instead:
+//
+//	<root>/pools/<pool>/waiting/<lease>-<nonce>   waiting record JSON; its lease
+//
+// carrying its claim options and why it waits. The record is outside
+// queue/, so no claim compares it, and the planner ignores it: it can
+// change neither FIFO nor what is granted. It is bound to the waiter's
+// lease, so it goes with a dead waiter, and a pool holds at most one per
+// held-back claim. It is written when the waiter is held back, rewritten
+// only when its reason changes (never on each change of the pool), deleted
+// in the transaction that puts the waiter in line (enqueue) and written in
+// the one that takes it out of line (stepOut), so a watcher sees one
+// waiter-joined and one waiter-left per claim. The record is for operators
+// only: a waiter that cannot write it (a role without write on waiting/)
+// keeps waiting, unrecorded.
+
+// WaitStatus says why a waiting claim has not been granted yet.
+type WaitStatus struct {
+	// Reason is why it waits; empty while a free seat is being granted.
+	Reason WaitReason `json:"reason"`
+	// Detail says it for people, e.g. `tenant "a" holds 1 of its limit 1`.
+	Detail string `json:"detail,omitempty"`
+	// Ahead is how many claimants stand ahead of it in line; 0 for the
+	// head and for a waiter held back off the line.
+	Ahead int `json:"ahead"`
+	// InLine is true for a waiter in the queue, false for one held back
+	// off it by its own tenant limit or instance selector.
+	InLine bool `json:"inLine"`
+}
+
+// String says the status in one line: `tenant at limit: tenant "a" holds
+// 1 of its limit 1`, `behind 2 others in line`.
+func (w WaitStatus) String() string {
+	switch {
+	case w.Reason == WaitQueue && w.Ahead > 0:
+		return fmt.Sprintf("behind %d %s in line", w.Ahead, plural(w.Ahead, "other", "others"))
+	case w.Reason == "" && w.Detail == "":
+		return "waiting"
+	case w.Reason == "":
+		return w.Detail
+	case w.Detail == "":
+		return w.Reason.Text()
+	}
+	return w.Reason.Text() + ": " + w.Detail
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// WithWaitStatus has a claim made WithWait call f with its WaitStatus
+// whenever it changes: when it starts waiting, and when its reason or its
+// place in line changes. f runs on the claiming goroutine, never under a
+// lock of the Coordinator; it must return quickly. Default: none.
+func WithWaitStatus(f func(WaitStatus)) ClaimOption {
+	return func(o *claimOptions) { o.onWait = f }
+}
+
+// recordTimeout bounds a write of a waiting record; a write that fails is
+// retried at the next change of the pool.
+const recordTimeout = time.Second
+
+// waitingRecord is the JSON value of a waiting key.
+type waitingRecord struct {
+	waiterRecord
+	Reason WaitReason `json:"reason"`
+	Detail string     `json:"detail,omitempty"`
+}
+
+// putWaiting records a waiting key in a state's map. A key without a
+// lease was not written by a waiter of ours (it could never go away): it
+// is left out, and, being outside queue/, blocks nothing.
+func putWaiting(m map[string]*mvccpb.KeyValue, kv *mvccpb.KeyValue) {
+	if kv.Lease == 0 {
+		delete(m, string(kv.Key))
+		return
+	}
+	m[string(kv.Key)] = kv
+}
+
+// denied returns the refusal of a claim that waiting cannot resolve: its
+// tenant's limit is 0. The planner says it before anything else.
+func (s *poolState) denied(o claimOptions) error {
+	if limit, limited := s.spec.LimitFor(o.tenant); limited && limit == 0 {
+		return &NoSeatError{Pool: s.pool, Reason: WaitTenantDenied,
+			Detail: fmt.Sprintf("tenant %q is denied in pool %q: its limit is 0", o.tenant, s.pool)}
+	}
+	return nil
+}
+
+// ownBar returns what bars a claim with options o by its own tenant and
+// instance selector now, as the planner's tenant and instance steps say
+// it (a NoSeatError, or ErrInstanceNotFound), or nil. It ignores the
+// queue and the pool's capacity. Like ownFits, it counts "no ready
+// instance has a free seat" against a claim that binds to instances.
+func (s *poolState) ownBar(o claimOptions) error {
+	if s.specKV == nil || s.specErr != nil {
+		return nil
+	}
+	if err := s.denied(o); err != nil {
+		return err
+	}
+	req, scratch := claimRequest{opts: o}, &claimPlan{}
+	if err := s.planTenant(scratch, req); err != nil {
+		return err
+	}
+	return s.planInstance(scratch, req)
+}
+
+// waitStatusOf turns a planner refusal into a WaitStatus.
+func waitStatusOf(err error, o claimOptions) WaitStatus {
+	var ns *NoSeatError
+	switch {
+	case errors.As(err, &ns):
+		return WaitStatus{Reason: ns.Reason, Detail: ns.Detail}
+	case errors.Is(err, ErrInstanceNotFound):
+		return WaitStatus{Reason: WaitNoMatchingInstance, Detail: fmt.Sprintf("instance %q is not registered", o.instance)}
+	case err == nil:
+		return WaitStatus{Detail: "a seat is free: being granted"}
+	}
+	return WaitStatus{Detail: err.Error()}
+}
+
+// heldBackStatus is the status of a claim with options o that waits off
+// the line.
+func (s *poolState) heldBackStatus(o claimOptions) WaitStatus {
+	if err := s.ownBar(o); err != nil {
+		return waitStatusOf(err, o)
+	}
+	return WaitStatus{Reason: WaitNoMatchingInstance, Detail: "its instance selector matches no ready instance with a free seat"}
+}
+
+// queuedStatus is the status of the queued claim req with ahead waiters in
+// front of it: the head says what the planner refuses it; a waiter behind
+// says what bars it on its own (the head passes it over), or else how many
+// stand ahead.
+func (s *poolState) queuedStatus(req claimRequest, ahead int) WaitStatus {
+	if ahead == 0 {
+		_, err := s.plan(req)
+		st := waitStatusOf(err, req.opts)
+		st.InLine = true
+		return st
+	}
+	if req.opts.constrained() {
+		if err := s.ownBar(req.opts); ownLimit(err) {
+			st := waitStatusOf(err, req.opts)
+			st.Ahead, st.InLine = ahead, true
+			return st
+		}
+	}
+	return WaitStatus{Reason: WaitQueue, Detail: fmt.Sprintf("%d ahead in line", ahead), Ahead: ahead, InLine: true}
+}
+
+// countAhead counts the queued waiters that arrived before revision rev.
+func (s *poolState) countAhead(rev int64) int {
+	n := 0
+	for _, kv := range s.queue {
+		if kv.CreateRevision < rev {
+			n++
+		}
+	}
+	return n
+}
+
+// waitTracker follows one waiting claim: it reports its status to the
+// caller's hook and to the metrics, and keeps its waiting record. It is
+// used by the claiming goroutine only.
+type waitTracker struct {
+	c       *Coordinator
+	s       *Session
+	pool    string
+	o       claimOptions
+	lease   clientv3.LeaseID
+	key     string // the waiting key; one per claim, whatever its queue nonces
+	since   time.Time
+	cur     WaitStatus
+	has     bool       // cur was set
+	counted WaitReason // the reason the metrics count this claim under
+	// written is the reason in the waiting key, "" when none is known to
+	// be there; maybe says one may be there (a write was attempted).
+	written  WaitReason
+	maybe    bool
+	disabled bool // etcd refused the write: wait unrecorded
+}
+
+func (c *Coordinator) newWaitTracker(s *Session, pool string, req claimRequest) *waitTracker {
+	return &waitTracker{c: c, s: s, pool: pool, o: req.opts, lease: req.lease,
+		key: c.k.waitingKey(pool, req.lease, req.nonce), since: time.Now().UTC()}
+}
+
+// set records st as the claim's status and reports it if it changed.
+func (w *waitTracker) set(st WaitStatus) {
+	if w.has && st == w.cur {
+		return
+	}
+	w.cur, w.has = st, true
+	w.count(st.Reason)
+	if w.o.onWait != nil {
+		w.o.onWait(st)
+	}
+}
+
+// count moves the claim to reason r in the metrics ("" counts nowhere).
+func (w *waitTracker) count(r WaitReason) {
+	if r == w.counted {
+		return
+	}
+	if w.counted != "" {
+		w.c.metrics.Waiting(w.pool, string(w.counted), -1)
+	}
+	if r != "" {
+		w.c.metrics.Waiting(w.pool, string(r), 1)
+	}
+	w.counted = r
+}
+
+// value is the waiting record of the current status.
+func (w *waitTracker) value() string {
+	o := w.o
+	b, _ := json.Marshal(waitingRecord{
+		waiterRecord: waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: w.since},
+		Reason:       w.cur.Reason, Detail: w.cur.Detail,
+	})
+	return string(b)
+}
+
+// heldBack records that the claim waits off the line with status st, and
+// writes its waiting record if the reason is not the one recorded.
+func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
+	w.set(st)
+	if w.disabled || (w.written == st.Reason && w.maybe) {
+		return
+	}
+	w.maybe = true // a failed put may still land
+	// Bounded: the record is for operators, and a waiter blocked on it
+	// (an election) would not see its constraints admit it meanwhile.
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	if _, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease)); err != nil {
+		w.refused(err)
+		return
+	}
+	w.written = st.Reason
+}
+
+// refused notes a failed write of the waiting record: a permanent
+// refusal stops the writes of this claim; anything else is retried at the
+// next change.
+func (w *waitTracker) refused(err error) {
+	if etcdclient.IsPermanent(err) {
+		w.disabled = true
+		w.c.log.Warn("cannot record a held-back waiter; it waits unrecorded", "pool", w.pool, "key", w.key, "err", err)
+		return
+	}
+	w.c.log.Debug("record held-back waiter", "pool", w.pool, "key", w.key, "err", err)
+}
+
+// enqueueOps are the ops the enqueue txn adds: the waiting record's
+// delete, so that the waiter moves into line in one revision.
+func (w *waitTracker) enqueueOps() []clientv3.Op {
+	if !w.maybe {
+		return nil
+	}
+	return []clientv3.Op{clientv3.OpDelete(w.key)}
+}
+
+// inLine notes that the enqueue txn committed: the record is gone.
+func (w *waitTracker) inLine() { w.written, w.maybe = "", false }
+
+// stepOut takes a head barred by its own constraints out of line and
+// records it as held back, in one txn that does so only if no seat was
+// granted to it meanwhile. It reports false when it did not: the caller
+// then dequeues as for any waiter that leaves.
+func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTracker) bool {
+	if w.disabled {
+		return false
+	}
+	gkey := c.k.grant(w.pool, queueName(req.lease, req.nonce))
+	w.maybe = true
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(gkey), "=", 0)).
+		Then(clientv3.OpDelete(req.queueKey), clientv3.OpPut(w.key, w.value(), clientv3.WithLease(req.lease))).Commit()
+	if err != nil {
+		w.refused(err)
+		return false
+	}
+	if resp.Succeeded {
+		w.written = w.cur.Reason
+	}
+	return resp.Succeeded
+}
+
+// end stops reporting the claim and deletes its waiting record if one may
+// exist. If etcd cannot be reached now, the delete continues in the
+// background until the session ends.
+func (w *waitTracker) end() {
+	w.count("")
+	if !w.maybe || !w.s.live() {
+		return // nothing written, or it goes with the lease
+	}
+	cctx, cancelCleanup := context.WithTimeout(context.Background(), w.c.opts.timeout)
+	defer cancelCleanup()
+	ctx, cancel := w.s.bind(cctx)
+	defer cancel()
+	if _, err := w.c.cli.Delete(ctx, w.key); err == nil || !w.s.live() {
+		return
+	}
+	w.c.goBackground(func(bctx context.Context) {
+		_ = withRetry(bctx, w.s, func() error {
+			rctx, cancel := context.WithTimeout(bctx, w.c.opts.timeout)
+			defer cancel()
+			_, err := w.c.cli.Delete(rctx, w.key)
+			return err
+		})
+	})
+}

@@ -1,0 +1,337 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
+)
+
+// waiterMetrics records the Waiting gauge per pool and reason.
+type waiterMetrics struct {
+	coordinator.NoopMetrics
+	mu sync.Mutex
+	g  map[string]int
+}
+
+func (m *waiterMetrics) Waiting(pool, reason string, d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.g == nil {
+		m.g = map[string]int{}
+	}
+	m.g[pool+"/"+reason] += d
+}
+
+func (m *waiterMetrics) get(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.g[key]
+}
+
+// statusLog keeps the WaitStatus reports of one claim.
+type statusLog struct {
+	mu  sync.Mutex
+	got []coordinator.WaitStatus
+}
+
+func (l *statusLog) add(s coordinator.WaitStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, s)
+}
+
+func (l *statusLog) last() (coordinator.WaitStatus, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.got) == 0 {
+		return coordinator.WaitStatus{}, false
+	}
+	return l.got[len(l.got)-1], true
+}
+
+// waitingKeys counts the held-back waiters' records under pool.
+func waitingKeys(t testing.TB, cli *clientv3.Client, c *coordinator.Coordinator, pool string) int64 {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), coordinator.SegPrefix(c.Prefix(), pool, coordinator.SegWaiting), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
+
+// TestHeldBackWaitersAreVisible is issue 11's scenario: a pool of 3 with a
+// tenant limit of 1 and five jobs (tenants a, a, b, b, none). The two jobs
+// held back by their tenant's limit appear in Queue, PoolStatus, ListPools,
+// the event stream and the metrics, with why they wait; their records go
+// when they are granted or give up, and a watcher sees one join and one
+// leave each.
+func TestHeldBackWaitersAreVisible(t *testing.T) {
+	m := &waiterMetrics{}
+	c, cli := newCoord(t, coordinator.WithMetrics(m))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "asr", coordinator.PoolSpec{Capacity: 3, TenantLimit: 1})
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	events := c.Watch(wctx, "asr")
+	s := testkit.Session(t, cli, 10*time.Second)
+	held := map[string]*coordinator.Claim{}
+	for _, j := range []struct{ holder, tenant string }{{"a1", "a"}, {"b1", "b"}, {"n1", ""}} {
+		held[j.holder] = mustClaim(t, ctx, c, s, "asr", coordinator.WithHolder(j.holder), coordinator.WithTenant(j.tenant))
+	}
+	logs := map[string]*statusLog{"a2": {}, "b2": {}}
+	results := map[string]chan error{"a2": make(chan error, 1), "b2": make(chan error, 1)}
+	bctx, cancelB := context.WithCancel(ctx)
+	defer cancelB()
+	for holder, wctx := range map[string]context.Context{"a2": ctx, "b2": bctx} {
+		go func() {
+			cl, err := c.Claim(wctx, s, "asr", coordinator.WithWait(), coordinator.WithHolder(holder),
+				coordinator.WithTenant(holder[:1]), coordinator.WithWaitStatus(logs[holder].add))
+			if err == nil {
+				defer func() { _ = cl.Release(ctx) }()
+			}
+			results[holder] <- err
+		}()
+	}
+	waitQueued(t, c, "asr", 2)
+	q, err := c.Queue(ctx, "asr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range q {
+		want := fmt.Sprintf("tenant %q holds 1 of its limit 1", w.Tenant)
+		if w.Position != -1 || w.Reason != coordinator.WaitTenantLimit || !strings.Contains(w.Detail, want) || w.Status().InLine {
+			t.Errorf("waiter %+v: want held back (position -1) for tenant_limit, detail %q", w, want)
+		}
+	}
+	ps, err := c.PoolStatus(ctx, "asr")
+	if err != nil || ps.Waiting != 2 {
+		t.Fatalf("PoolStatus: waiting %d, %v; want 2", ps.Waiting, err)
+	}
+	if pools, err := c.ListPools(ctx); err != nil || len(pools) != 1 || pools[0].Waiting != 2 {
+		t.Fatalf("ListPools: %+v, %v; want waiting 2", pools, err)
+	}
+	testkit.Eventually(t, 5*time.Second, "gauge tenant_limit 2", func() bool { return m.get("asr/tenant_limit") == 2 })
+	for holder, l := range logs {
+		if st, ok := l.last(); !ok || st.Reason != coordinator.WaitTenantLimit || st.InLine {
+			t.Errorf("%s reported %+v, want held back for tenant_limit", holder, st)
+		}
+	}
+	joined := map[string]string{}
+	for len(joined) < 2 {
+		ev := nextEvent(t, events)
+		if ev.Type == coordinator.EventWaiterJoined {
+			joined[ev.Holder] = ev.Reason
+		}
+	}
+	if joined["a2"] != "tenant_limit" || joined["b2"] != "tenant_limit" {
+		t.Fatalf("waiter-joined reasons %v, want tenant_limit for a2 and b2", joined)
+	}
+
+	// a1 leaves: a2 moves into line and is granted; b2 gives up.
+	if err := held["a1"].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-results["a2"]; err != nil {
+		t.Fatalf("a2: %v", err)
+	}
+	cancelB()
+	if err := <-results["b2"]; !errors.Is(err, context.Canceled) {
+		t.Fatalf("b2: %v, want context.Canceled", err)
+	}
+	waitQueued(t, c, "asr", 0)
+	if n := waitingKeys(t, cli, c, "asr"); n != 0 {
+		t.Fatalf("%d waiting records left", n)
+	}
+	if g := m.get("asr/tenant_limit"); g != 0 {
+		t.Fatalf("gauge tenant_limit %d after both left, want 0", g)
+	}
+	// Each waiter joined once and left once: moving into line is no event.
+	left := map[string]int{}
+	for left["a2"] < 1 || left["b2"] < 1 {
+		ev := nextEvent(t, events)
+		switch ev.Type {
+		case coordinator.EventWaiterJoined:
+			t.Fatalf("%s joined again (%+v): a move into line must not show", ev.Holder, ev)
+		case coordinator.EventWaiterLeft:
+			left[ev.Holder]++
+		}
+	}
+}
+
+func nextEvent(t *testing.T, events <-chan coordinator.Event) coordinator.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			t.Fatal("event stream closed")
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s")
+	}
+	return coordinator.Event{}
+}
+
+// TestQueuedWaitersSayWhy: the head says what keeps it from a seat, a
+// waiter behind it how many stand ahead; each reports the same through
+// its WaitStatus hook.
+func TestQueuedWaitersSayWhy(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := testkit.Session(t, cli, 10*time.Second)
+	holder := mustClaim(t, ctx, c, s, "p")
+	logs := []*statusLog{{}, {}}
+	var wg sync.WaitGroup
+	for i, l := range logs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithWaitStatus(l.add))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			_ = cl.Release(ctx)
+		}()
+		waitQueued(t, c, "p", i+1)
+	}
+	q, err := c.Queue(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q[0].Reason != coordinator.WaitPoolFull || q[0].Ahead != 0 || q[1].Reason != coordinator.WaitQueue || q[1].Ahead != 1 {
+		t.Fatalf("queue %+v: want the head pool_full, the next behind 1", q)
+	}
+	testkit.Eventually(t, 5*time.Second, "both waiters report", func() bool {
+		h, ok1 := logs[0].last()
+		b, ok2 := logs[1].last()
+		return ok1 && ok2 && h.Reason == coordinator.WaitPoolFull && h.InLine && b.Reason == coordinator.WaitQueue && b.Ahead == 1
+	})
+	if st, _ := logs[1].last(); st.String() != "behind 1 other in line" {
+		t.Fatalf("String() = %q", st.String())
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// TestDeniedTenantFailsAtOnce: a tenant whose limit is 0 can never be
+// granted, so its claim fails at once with tenant_denied, waiting or not,
+// whatever else is in the way; and a held-back waiter whose tenant becomes
+// denied stops waiting.
+func TestDeniedTenantFailsAtOnce(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimits: map[string]int{"x": 0, "y": 1}})
+	s := testkit.Session(t, cli, 10*time.Second)
+	for _, wait := range []bool{false, true} {
+		opts := []coordinator.ClaimOption{coordinator.WithTenant("x")}
+		if wait {
+			opts = append(opts, coordinator.WithWait())
+		}
+		start := time.Now()
+		_, err := c.Claim(ctx, s, "p", opts...)
+		var ns *coordinator.NoSeatError
+		if !errors.As(err, &ns) || ns.Reason != coordinator.WaitTenantDenied || !ns.Never() || time.Since(start) > 5*time.Second {
+			t.Fatalf("wait=%v: %v after %v, want tenant_denied at once", wait, err, time.Since(start))
+		}
+	}
+	y := mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("y"))
+	defer func() { _ = y.Release(ctx) }()
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("y"))
+		res <- err
+	}()
+	waitQueued(t, c, "p", 1)
+	p, err := c.GetPool(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.TenantLimits["y"] = 0
+	if _, err := c.UpdatePool(ctx, "p", p.Spec, p.Revision); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		var ns *coordinator.NoSeatError
+		if !errors.As(err, &ns) || ns.Reason != coordinator.WaitTenantDenied {
+			t.Fatalf("held-back waiter: %v, want tenant_denied", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter whose tenant became denied still waits")
+	}
+	waitQueued(t, c, "p", 0)
+}
+
+// TestHeadBarredStepsOutVisibly: a head that its own selector bars once
+// a seat frees steps out of line into a waiting record in one txn (no
+// waiter-left/joined pair), shows why, and is granted when it fits again.
+func TestHeadBarredStepsOutVisibly(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	for id, zone := range map[string]string{"i1": "a", "i2": "b"} {
+		if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: id, Labels: map[string]string{"zone": zone}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := testkit.Session(t, cli, 10*time.Second)
+	h := mustClaim(t, ctx, c, s, "p", coordinator.WithLabels(map[string]string{"zone": "b"}))
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	events := c.Watch(wctx, "p")
+	res := make(chan error, 1)
+	go func() {
+		cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithHolder("w"), coordinator.WithLabels(map[string]string{"zone": "a"}))
+		if err == nil {
+			_ = cl.Release(ctx)
+		}
+		res <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "w in line, pool full", func() bool {
+		q, err := c.Queue(ctx, "p")
+		return err == nil && len(q) == 1 && q[0].Position == 0 && q[0].Reason == coordinator.WaitPoolFull
+	})
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "w held back, no matching instance", func() bool {
+		q, err := c.Queue(ctx, "p")
+		return err == nil && len(q) == 1 && q[0].Position == -1 && q[0].Reason == coordinator.WaitNoMatchingInstance
+	})
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for {
+		ev := nextEvent(t, events)
+		if ev.Holder == "w" && (ev.Type == coordinator.EventWaiterJoined || ev.Type == coordinator.EventWaiterLeft) {
+			seen = append(seen, string(ev.Type))
+		}
+		if ev.Type == coordinator.EventSeatReleased && ev.Holder == "w" {
+			break
+		}
+	}
+	if strings.Join(seen, ",") != "waiter-joined,waiter-left" {
+		t.Fatalf("events of w: %v, want one join and one leave", seen)
+	}
+}
