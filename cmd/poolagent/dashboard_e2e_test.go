@@ -25,9 +25,7 @@ import (
 // pendingMetrics are names the dashboard and rules may use before the
 // binaries export them, each with the change that adds it. The test fails
 // once a pending name is exported, so the entry cannot outlive its reason.
-var pendingMetrics = map[string]string{
-	"etcdpool_waiters": "per-reason waiting gauge (issue 11 §1), added by a parallel change",
-}
+var pendingMetrics = map[string]string{}
 
 // TestDashboardAndRulesUseExportedMetrics runs a real agent and a real
 // sidecar, drives a claim, a waiter and a force-release so that every
@@ -55,6 +53,13 @@ agent:
 	}()
 	testkit.Eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, co, "d") == 1 })
 	agentNames := waitFamilies(t, a.url+agent.MetricsPath, "etcdpool_pool_oldest_waiter_seconds")
+	// A second sidecar waits behind it, so that the per-reason waiting
+	// gauge has a series.
+	sc2 := startSidecar(t, c.Endpoint(0), "d", "sc2", "--ttl", "10s")
+	testkit.Eventually(t, 10*time.Second, "the second sidecar's listener", func() bool {
+		return httpStatus(sc2.url+agent.MetricsPath) == http.StatusOK
+	})
+	waiting := waitFamilies(t, sc2.url+agent.MetricsPath, "etcdpool_waiters")
 	held, ok := heldBy(seats(t, co, "d"), "sc")
 	if !ok {
 		t.Fatal("the sidecar holds no seat")
@@ -71,6 +76,7 @@ agent:
 	}
 	exported := maps.Clone(agentNames)
 	maps.Copy(exported, sidecarNames)
+	maps.Copy(exported, waiting)
 
 	used := usedMetricNames(t)
 	if len(used) < 10 {

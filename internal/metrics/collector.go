@@ -39,7 +39,7 @@ func NewPoolCollector(co *coordinator.Coordinator, pools []string, timeout time.
 		co: co, include: include, timeout: timeout,
 		capacity: d("pool_capacity", "Seats the pool may hold at once.", "pool"),
 		held:     d("pool_held", "Seats held now.", "pool"),
-		waiting:  d("pool_waiting", "Claimants queued for a seat.", "pool"),
+		waiting:  d("pool_waiting", "Claimants waiting for a seat: in the queue, and held back by their own tenant limit or instance selector.", "pool"),
 		oldest: d("pool_oldest_waiter_seconds",
 			"How long the longest-waiting queued claimant has waited (since its queue entry was written); 0 with nobody queued.", "pool"),
 		instances: d("instances", "Registered instances by state: ready or draining.", "pool", "state"),

@@ -25,6 +25,7 @@ type finding struct {
 var leasedSegs = map[string]bool{
 	coordinator.SegInstances: true, coordinator.SegSeats: true, coordinator.SegBinds: true,
 	coordinator.SegTenants: true, coordinator.SegQueue: true, coordinator.SegGrants: true, coordinator.SegFences: true,
+	coordinator.SegWaiting: true,
 }
 
 // diagnose returns what is wrong with kv, a key under root's pools/
