@@ -19,6 +19,9 @@ import (
 type sharedState struct {
 	mu sync.Mutex
 	st *poolState
+	// handing is set while a release of this process hands its seat over
+	// (handoff.go); the releases meanwhile only free their seats.
+	handing bool
 }
 
 func (c *Coordinator) shared(pool string) *sharedState {

@@ -34,30 +34,49 @@ import (
 // process's view that may take it. It returns the waiter's plan and the
 // nested txn to append to the release, or a nil plan.
 //
-// Concurrent releases of one process all aim at that same waiter, and only
-// the first to commit hands its seat over; the others free theirs for the
-// head to claim. Aiming a second release at the next waiter instead would
-// grant it while the first waiter still waits whenever the first hand-off
-// fails or commits later: FIFO would break (TestFIFOHistory catches it).
-func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op) {
+// One release of a process hands off at a time; releases made meanwhile
+// only free their seats, which the head then claims, several in one txn
+// (grant.go). Aiming them at the same first waiter would make all but one
+// fail; aiming them at the next waiters would grant those while the first
+// still waits whenever the first hand-off fails or commits later, breaking
+// FIFO (TestFIFOHistory catches it). The caller calls done when its release
+// is over.
+func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op, func()) {
 	sh := c.shared(h.pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.st
-	if st.rev == 0 || len(st.queue) == 0 {
+	if sh.handing {
+		return nil, clientv3.Op{}, func() {}
+	}
+	p, op := sh.st.planHandoff(h)
+	if p == nil {
+		return nil, clientv3.Op{}, func() {}
+	}
+	sh.handing = true
+	return p, op, func() {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		sh.handing = false
+	}
+}
+
+// planHandoff plans, on s, the nested grant of the seat h frees to the
+// first waiter that may take it, or returns a nil plan.
+func (s *poolState) planHandoff(h heldSeat) (*claimPlan, clientv3.Op) {
+	if s.rev == 0 || len(s.queue) == 0 {
 		return nil, clientv3.Op{}
 	}
-	restore := st.vacate(h)
+	restore := s.vacate(h)
 	defer restore()
-	for _, kv := range st.waiters() {
-		req, ok := st.waiterRequest(kv)
+	for _, kv := range s.waiters() {
+		req, ok := s.waiterRequest(kv)
 		if !ok || queueName(req.lease, req.nonce) == h.claim {
 			// Not a waiter; or the releaser's own queue key, which a view
 			// that missed its grant still shows: granting it would put the
 			// very keys the release deletes, a txn etcd refuses.
 			continue
 		}
-		p, err := st.plan(req)
+		p, err := s.plan(req)
 		if ownLimit(err) {
 			continue // as in planBatch: FIFO among waiters that can be served
 		}

@@ -85,7 +85,8 @@ func (cl *Claim) Release(ctx context.Context) error {
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
 	ops := c.releaseOps(cl.held(), rel)
-	next, hand := c.handoff(cl.held())
+	next, hand, done := c.handoff(cl.held())
+	defer done()
 	if next != nil {
 		ops = append(ops, hand)
 	}
