@@ -116,17 +116,17 @@ func (s *poolState) vacate(h heldSeat) (restore func()) {
 }
 
 // released updates this process's view after cl's release committed: its
-// keys are gone, and the seat's next holder, if the hand-off applied, has
-// it.
+// keys are gone. The next holder's keys, if the hand-off applied, are not
+// written into the view: while a pool feed runs, the view is also what
+// waiters read their grants from, and a grant written ahead of the feed
+// could meet an older event of the same slot and read as a lost seat. The
+// feed brings them.
 func (c *Coordinator) released(cl *Claim, next *claimPlan, resp *clientv3.TxnResponse) {
 	sh := c.shared(cl.pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	forgetIn(sh.st, cl)
 	handed := next != nil && resp.Succeeded && lastTxnSucceeded(resp)
-	if handed {
-		sh.st.committed(next, resp.Header.Revision)
-	}
 	c.log.Debug("seat released", "pool", cl.pool, "seat", cl.seat, "token", cl.token, "handed_off", handed)
 }
 

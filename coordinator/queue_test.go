@@ -109,7 +109,7 @@ func testHerd(t *testing.T, handoff bool) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	cli := newObservedClient(t, shared.Endpoint(), count)
-	prefix := fmt.Sprintf("/herd/%v", handoff)
+	prefix := fmt.Sprintf("/herd/%v/%d", handoff, time.Now().UnixNano()) // -count=N reruns on the shared etcd
 	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m), coordinator.WithPrefix(prefix))
 	other := testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(prefix))
 	ctx := testkit.Ctx(t, 6*time.Minute)
