@@ -1,6 +1,9 @@
 package coordinator
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Match them with errors.Is; they are wrapped with context.
 var (
@@ -136,4 +139,30 @@ func never(err error) bool {
 func ownLimit(err error) bool {
 	var ns *NoSeatError
 	return (errors.As(err, &ns) && ns.Own()) || errors.Is(err, ErrInstanceNotFound)
+}
+
+// InvalidError is an ErrInvalid or ErrBadSpec with its reason apart, for
+// callers that show the reason next to what they name already (poolctl
+// doctor prints the key in its own column): they read Reason instead of
+// cutting the message. errors.Is matches Kind and Cause.
+type InvalidError struct {
+	Kind   error  // ErrInvalid or ErrBadSpec
+	Key    string // the key concerned, or ""
+	Reason string // why, without the key or Kind
+	Cause  error  // a finer sentinel, or nil
+}
+
+func (e *InvalidError) Error() string {
+	if e.Key != "" {
+		return fmt.Sprintf("%v: key %q: %s", e.Kind, e.Key, e.Reason)
+	}
+	return fmt.Sprintf("%v: %s", e.Kind, e.Reason)
+}
+
+// Unwrap returns Kind and, if set, Cause.
+func (e *InvalidError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Kind, e.Cause}
+	}
+	return []error{e.Kind}
 }

@@ -14,10 +14,10 @@ import (
 func CheckInstanceValue(id string, b []byte) error {
 	var in Instance
 	if err := json.Unmarshal(b, &in); err != nil {
-		return fmt.Errorf("%w: not an instance record: %v", ErrInvalid, err)
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not an instance record: %v", err)}
 	}
 	if in.ID != id {
-		return fmt.Errorf("%w: the record names instance %.64q, not the key's", ErrInvalid, in.ID)
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("the record names instance %.64q, not the key's", in.ID)}
 	}
 	in.defaults()
 	return in.validate()
@@ -28,10 +28,10 @@ func CheckInstanceValue(id string, b []byte) error {
 func CheckSeatValue(b []byte) error {
 	var rec seatRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return fmt.Errorf("%w: not a seat record: %v", ErrInvalid, err)
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not a seat record: %v", err)}
 	}
 	if rec.Holder == "" {
-		return fmt.Errorf("%w: seat record without a holder", ErrInvalid)
+		return &InvalidError{Kind: ErrInvalid, Reason: "seat record without a holder"}
 	}
 	return nil
 }

@@ -115,8 +115,15 @@ func TestOldSchemaKeysAreNamed(t *testing.T) {
 		}
 	}
 	for _, key := range []string{k.seats("p") + "x", k.seat("p", 3, cn) + "/x", k.seats("p") + "0000003/zz"} {
-		if _, err := k.parse(key); err == nil || errors.Is(err, errOldSchema) {
+		_, err := k.parse(key)
+		if err == nil || errors.Is(err, errOldSchema) {
 			t.Errorf("parse(%q) = %v, want a plain invalid-key error", key, err)
+		}
+		// The reason stands apart from the key and the sentinel, so that
+		// no caller cuts the message (poolctl doctor prints the reason).
+		ie, ok := errors.AsType[*InvalidError](err)
+		if !ok || !errors.Is(err, ErrInvalid) || ie.Key != key || strings.Contains(ie.Reason, key) || strings.Contains(ie.Reason, "coordinator:") {
+			t.Errorf("parse(%q): %#v, want an *InvalidError with the reason alone", key, err)
 		}
 	}
 }

@@ -117,7 +117,7 @@ var errOldSchema = errors.New("key of the old schema (before v0.3)")
 // stray key written by hand is ignored rather than misread.
 func (k keys) parse(key string) (parsedKey, error) {
 	bad := func(why string) (parsedKey, error) {
-		return parsedKey{}, fmt.Errorf("%w: key %q: %s", ErrInvalid, key, why)
+		return parsedKey{}, &InvalidError{Kind: ErrInvalid, Key: key, Reason: why}
 	}
 	rest, ok := strings.CutPrefix(key, k.pools())
 	if !ok {
@@ -147,7 +147,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 		pk.Slot, err = parseSlot(args[0])
 	case segSeats:
 		if len(args) == 1 && parseOK(args[0]) {
-			return parsedKey{}, fmt.Errorf("%w: %w: %q", ErrInvalid, errOldSchema, key)
+			return parsedKey{}, &InvalidError{Kind: ErrInvalid, Key: key, Reason: errOldSchema.Error(), Cause: errOldSchema}
 		}
 		if len(args) != 2 || !validHexName(args[1], true) {
 			return bad("bad seat")
@@ -156,7 +156,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 		pk.Slot, err = parseSlot(args[0])
 	case segBinds, segTenants:
 		if len(args) == 2 && ValidateName(args[0]) == nil && parseOK(args[1]) {
-			return parsedKey{}, fmt.Errorf("%w: %w: %q", ErrInvalid, errOldSchema, key)
+			return parsedKey{}, &InvalidError{Kind: ErrInvalid, Key: key, Reason: errOldSchema.Error(), Cause: errOldSchema}
 		}
 		if len(args) != 3 || ValidateName(args[0]) != nil || !validHexName(args[2], true) {
 			return bad("bad slot key")

@@ -98,13 +98,13 @@ func decodeSpec(pool string, b []byte) (PoolSpec, error) {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return PoolSpec{}, fmt.Errorf("%w: pool %q: %v", ErrBadSpec, pool, err)
+		return PoolSpec{}, &InvalidError{Kind: ErrBadSpec, Reason: fmt.Sprintf("pool %q: %v", pool, err)}
 	}
 	if dec.More() {
-		return PoolSpec{}, fmt.Errorf("%w: pool %q: trailing data", ErrBadSpec, pool)
+		return PoolSpec{}, &InvalidError{Kind: ErrBadSpec, Reason: fmt.Sprintf("pool %q: trailing data", pool)}
 	}
 	if err := s.Validate(); err != nil {
-		return PoolSpec{}, fmt.Errorf("%w: pool %q: %v", ErrBadSpec, pool, err)
+		return PoolSpec{}, &InvalidError{Kind: ErrBadSpec, Reason: fmt.Sprintf("pool %q: %v", pool, err)}
 	}
 	return s, nil
 }
@@ -190,14 +190,14 @@ func (in Instance) validate() error {
 		return fmt.Errorf("instance id: %w", err)
 	}
 	if in.Seats < 1 || in.Seats > MaxInstanceSeats {
-		return fmt.Errorf("%w: instance %q seats %d outside 1..%d", ErrInvalid, in.ID, in.Seats, MaxInstanceSeats)
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q seats %d outside 1..%d", in.ID, in.Seats, MaxInstanceSeats)}
 	}
 	if in.State != InstanceReady && in.State != InstanceDraining {
-		return fmt.Errorf("%w: instance %q state %q is not ready|draining", ErrInvalid, in.ID, in.State)
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q state %q is not ready|draining", in.ID, in.State)}
 	}
 	for k := range in.Labels {
 		if k == "" || len(k) > MaxNameLen {
-			return fmt.Errorf("%w: instance %q has a bad label key %q", ErrInvalid, in.ID, k)
+			return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q has a bad label key %q", in.ID, k)}
 		}
 	}
 	return nil

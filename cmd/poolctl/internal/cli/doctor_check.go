@@ -68,16 +68,11 @@ func slotKind(seg string) string {
 	return "slot"
 }
 
-// keyReason is a validation error's reason without the library's lead
-// and without the key, which the finding names already.
+// keyReason is a validation error's reason alone: the finding names the
+// key already.
 func keyReason(err error) string {
-	msg := strings.TrimPrefix(err.Error(), coordinator.ErrInvalid.Error()+": ")
-	msg = strings.TrimPrefix(msg, coordinator.ErrBadSpec.Error()+": ")
-	if _, after, ok := strings.Cut(msg, "\": "); ok && strings.HasPrefix(msg, "key \"") {
-		msg = after
-	}
-	if errors.Is(err, coordinator.ErrInvalid) || errors.Is(err, coordinator.ErrBadSpec) {
-		return msg
+	if ie, ok := errors.AsType[*coordinator.InvalidError](err); ok {
+		return ie.Reason
 	}
 	return err.Error()
 }
