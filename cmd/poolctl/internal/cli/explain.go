@@ -58,18 +58,7 @@ func (o *explainOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate implements command.
 func (o *explainOptions) Validate() error {
-	if err := checkName("pool", o.Pool); err != nil {
-		return err
-	}
-	for _, n := range [][2]string{{"tenant", o.Tenant}, {"instance", o.Instance}} {
-		if n[1] == "" {
-			continue
-		}
-		if err := checkName(n[0], n[1]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkClaimNames(o.Pool, o.Tenant, o.Instance)
 }
 
 // Run implements command.

@@ -53,3 +53,20 @@ func optionalPool(cmd *cobra.Command, args []string) error {
 	}
 	return nil
 }
+
+// checkClaimNames checks the names a claim's flags give: the pool, and the
+// tenant and instance when set.
+func checkClaimNames(pool, tenant, instance string) error {
+	if err := checkName("pool", pool); err != nil {
+		return err
+	}
+	for _, n := range [][2]string{{"tenant", tenant}, {"instance", instance}} {
+		if n[1] == "" {
+			continue
+		}
+		if err := checkName(n[0], n[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

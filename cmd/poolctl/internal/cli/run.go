@@ -161,16 +161,8 @@ func parseLabels(lists []string) (map[string]string, error) {
 
 // Validate implements command.
 func (o *runOptions) Validate() error {
-	if err := checkName("pool", o.Pool); err != nil {
+	if err := checkClaimNames(o.Pool, o.Tenant, o.Instance); err != nil {
 		return err
-	}
-	for _, n := range [][2]string{{"tenant", o.Tenant}, {"instance", o.Instance}} {
-		if n[1] == "" {
-			continue
-		}
-		if err := checkName(n[0], n[1]); err != nil {
-			return err
-		}
 	}
 	switch {
 	case o.Wait < 0:

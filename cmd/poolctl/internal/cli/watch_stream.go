@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // eventStream is poolctl watch's stream: it watches prefix from a
@@ -79,7 +80,7 @@ func (s *eventStream) run(ctx context.Context, rev int64, emit func(watchEvent) 
 			}
 		default:
 			s.warn("watch: the event stream broke (%s); resuming from revision %d", Message(err), next)
-			if !sleepCtx(ctx, s.retry) {
+			if !retry.Sleep(ctx, s.retry) {
 				return nil
 			}
 		}
@@ -138,7 +139,7 @@ func (s *eventStream) resync(ctx context.Context, from int64, ce compactedError,
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		if !sleepCtx(ctx, s.retry) {
+		if !retry.Sleep(ctx, s.retry) {
 			return 0, ctx.Err()
 		}
 	}
@@ -151,16 +152,4 @@ func (s *eventStream) list(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return resp.Header.Revision, nil
-}
-
-// sleepCtx sleeps d or until ctx ends; false if ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
