@@ -66,7 +66,7 @@ func sidecarSettings() []setting {
 		at("sidecar.ttl", durSetting("ttl", "lease TTL of the claim (2s..24h)", func(c *Config) *Duration { return &c.Sidecar.TTL })),
 		at("sidecar.listen", strSetting("listen", "host:port of /startupz, /readyz, /seat", func(c *Config) *string { return &c.Sidecar.Listen })),
 		at("sidecar.seatFile", strSetting("seat-file", "JSON file the claim is written to", func(c *Config) *string { return &c.Sidecar.SeatFile })),
-		at("sidecar.envFile", strSetting("env-file", "env file the claim is written to (default: seat file with .env)", func(c *Config) *string { return &c.Sidecar.EnvFile })),
+		at("sidecar.envFile", strSetting("env-file", "env file the claim is written to (default: the seat file with its extension replaced by .env: seat.json -> seat.env)", func(c *Config) *string { return &c.Sidecar.EnvFile })),
 		at("sidecar.lossGrace", durSetting("loss-grace", "after losing the seat, time before exiting with code 3", func(c *Config) *Duration { return &c.Sidecar.LossGrace })),
 	}
 }
