@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/etcdpool/etcdpool/agent"
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/deploy/grafana"
@@ -154,21 +151,8 @@ func waitFamilies(t *testing.T, url string, want ...string) map[string]bool {
 
 func scrapeFamilies(t *testing.T, url string) map[string]bool {
 	t.Helper()
-	resp, err := httpClient.Get(url)
-	if err != nil {
-		t.Fatalf("scrape: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: %s", url, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("metrics do not parse: %v", err)
-	}
 	names := map[string]bool{}
-	for n, f := range fams {
+	for n, f := range scrapeRaw(t, url) {
 		if len(f.GetMetric()) > 0 {
 			names[n] = true
 		}

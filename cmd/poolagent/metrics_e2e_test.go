@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -166,15 +169,25 @@ func waitSeries(t *testing.T, url string, want map[string]float64, rel string, o
 // testkit.Series).
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
+	return testkit.Series(slices.Collect(maps.Values(scrapeRaw(t, url))))
+}
+
+// scrapeRaw gets url and parses it with the Prometheus text parser; a
+// failed request, a status other than 200 or a parse error fails the test.
+func scrapeRaw(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
 	resp, err := httpClient.Get(url)
 	if err != nil {
 		t.Fatalf("scrape: %v", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %s", url, resp.Status)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("metrics do not parse: %v", err)
 	}
-	return testkit.Series(slices.Collect(maps.Values(fams)))
+	return fams
 }
