@@ -19,6 +19,10 @@ import (
 type sharedState struct {
 	mu sync.Mutex
 	st *poolState
+	// fed is the pool's running feed (feed.go), or nil. Once synced it
+	// keeps st whole and current, and claims then read the whole pool on
+	// failure rather than a probe, which would replace st with a part.
+	fed *poolFeed
 	// handing is set while a release of this process hands its seat over
 	// (handoff.go); the releases meanwhile only free their seats.
 	handing bool
@@ -42,48 +46,70 @@ func (c *Coordinator) sharedLocked(pool string) *sharedState {
 // errNotLoaded says a shared state has never been read.
 var errNotLoaded = errors.New("coordinator: pool state not loaded")
 
+// exact reports whether a pool feed keeps the state whole and current.
+func (sh *sharedState) exact() bool { return sh.fed != nil && sh.fed.synced }
+
 func (sh *sharedState) plan(req claimRequest) (*claimPlan, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.st.rev == 0 {
 		return nil, errNotLoaded
 	}
-	return sh.st.plan(req)
-}
-
-// refreshShared reads the pool into the shared state; a waiting claimant
-// retries through transient errors.
-func (c *Coordinator) refreshShared(ctx context.Context, s *Session, sh *sharedState, pool string, wait bool) error {
-	if !wait {
-		return c.refresh(ctx, sh, pool)
+	p, err := sh.st.plan(req)
+	if p != nil {
+		p.probe = !sh.exact()
 	}
-	return withRetry(ctx, s, func() error { return c.refresh(ctx, sh, pool) })
+	return p, err
 }
 
-func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string) error {
-	resp, err := c.getPool(ctx, pool)
+// refreshShared reads the pool into the shared state: a probe for req
+// (probe.go), or the whole pool when whole is set or a feed keeps the state
+// whole. A waiting claimant retries through transient errors.
+func (c *Coordinator) refreshShared(ctx context.Context, s *Session, sh *sharedState, pool string, req claimRequest, whole bool) error {
+	if !req.opts.wait {
+		return c.refresh(ctx, sh, pool, req, whole)
+	}
+	return withRetry(ctx, s, func() error { return c.refresh(ctx, sh, pool, req, whole) })
+}
+
+func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string, req claimRequest, whole bool) error {
+	sh.mu.Lock()
+	whole = whole || sh.exact()
+	sh.mu.Unlock()
+	if whole {
+		resp, err := c.getPool(ctx, pool)
+		if err != nil {
+			return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
+		}
+		sh.mu.Lock()
+		sh.st.load(resp.Header.Revision, resp.Kvs)
+		sh.mu.Unlock()
+		return nil
+	}
+	resp, err := c.cli.Txn(ctx).Then(c.k.probeOps(pool, req)...).Commit()
 	if err != nil {
 		return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
 	}
-	sh.mu.Lock()
-	sh.st.load(resp.Header.Revision, resp.Kvs)
-	sh.mu.Unlock()
+	resp.Succeeded = false // present it as a failed probing claim's read
+	sh.absorb(&claimPlan{probe: true, lease: req.lease}, resp)
 	return nil
 }
 
 // absorb folds a claim txn's outcome into a state: the Else read on
-// failure, the plan's own writes on success. Own writes are later than the
-// snapshot and do not move st.rev, which keeps the slow path of takeSlot
-// sound: they only make its compare fail, never pass wrongly.
+// failure (a probe when p.probe, else the whole pool), the plan's own
+// writes on success. Own writes are later than the snapshot and do not move
+// st.rev, which keeps the slow path of takeSlot sound: they only make its
+// compare fail, never pass wrongly.
 func absorb(st *poolState, p *claimPlan, resp *clientv3.TxnResponse) {
-	if resp == nil {
-		return
-	}
-	if !resp.Succeeded {
+	switch {
+	case resp == nil:
+	case !resp.Succeeded && p.probe:
+		st.loadProbe(resp.Header.Revision, resp.Responses, p.lease)
+	case !resp.Succeeded:
 		st.load(resp.Header.Revision, rangeKvs(resp))
-		return
+	default:
+		st.committed(p, resp.Header.Revision)
 	}
-	st.committed(p, resp.Header.Revision)
 }
 
 // committed folds in the writes of plan p, committed at rev, unless the
@@ -113,10 +139,14 @@ func rangeKvs(resp *clientv3.TxnResponse) []*mvccpb.KeyValue {
 	return nil
 }
 
-// absorb folds a claim txn's outcome into the shared state.
+// absorb folds a claim txn's outcome into the shared state. A probe never
+// replaces the whole state a feed keeps: the feed brings what changed.
 func (sh *sharedState) absorb(p *claimPlan, resp *clientv3.TxnResponse) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if p.probe && sh.exact() && resp != nil && !resp.Succeeded {
+		return
+	}
 	absorb(sh.st, p, resp)
 }
 

@@ -85,17 +85,26 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 			return nil, err
 		}
 		p, err := sh.plan(req)
-		if err != nil && !fresh {
-			if err := c.refreshShared(ctx, s, sh, pool, req.opts.wait); err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, errNeedWhole) || !fresh:
+			// Read before refusing; and the whole pool when the free seat
+			// lies where a probe does not look.
+			whole := errors.Is(err, errNeedWhole)
+			if err := c.refreshShared(ctx, s, sh, pool, req, whole); err != nil {
 				return nil, err
 			}
 			fresh = true
-			continue
-		}
-		if err != nil {
-			if waitable(err) && req.opts.wait {
-				return c.wait(ctx, s, pool, req)
+			if whole {
+				// Another claimant's probe may replace the whole read before
+				// this one plans on it: count it as a failed try.
+				failed++
+				backOff(ctx, failed, contention)
 			}
+			continue
+		case waitable(err) && req.opts.wait:
+			return c.wait(ctx, s, pool, req)
+		default:
 			return nil, err
 		}
 		cl, resp, err := c.commit(ctx, s, pool, req, p)
@@ -107,14 +116,20 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 			return cl, nil
 		}
 		fresh = true // the failed txn's Else branch re-read the pool
-		if failed++; failed > 2 {
-			// Contention, or a compare the state cannot explain: back off
-			// with jitter rather than spin.
-			select {
-			case <-ctx.Done():
-			case <-time.After(contention.NextBackOff()):
-			}
-		}
+		failed++
+		backOff(ctx, failed, contention)
+	}
+}
+
+// backOff sleeps after the second failed try of a claim: contention, or a
+// compare the state cannot explain, is waited out with jitter, not spun on.
+func backOff(ctx context.Context, failed int, b interface{ NextBackOff() time.Duration }) {
+	if failed <= 2 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(b.NextBackOff()):
 	}
 }
 
@@ -131,8 +146,11 @@ func alive(ctx context.Context, s *Session) error {
 // pool. An ambiguous failure is resolved before it returns (see resolve).
 func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req claimRequest, p *claimPlan) (*Claim, *clientv3.TxnResponse, error) {
 	c.metrics.ClaimTxn(pool)
-	resp, err := c.cli.Txn(ctx).If(p.cmps...).Then(append(p.ops, p.grants...)...).
-		Else(clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
+	read := []clientv3.Op{clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())}
+	if p.probe {
+		read = c.k.probeOps(pool, req)
+	}
+	resp, err := c.cli.Txn(ctx).If(p.cmps...).Then(append(p.ops, p.grants...)...).Else(read...).Commit()
 	switch {
 	case err == nil && resp.Succeeded:
 		cl, err := c.keepIfLive(c.newClaim(s, pool, p.seat, resp.Header.Revision, p.rec, p.inst))
@@ -142,6 +160,7 @@ func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req c
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		return nil, nil, s.lostErr()
 	}
+	p.probe = false // resolve reads the whole pool
 	return c.resolve(ctx, s, pool, req, err)
 }
 

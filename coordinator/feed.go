@@ -43,6 +43,9 @@ func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
 	if !ok {
 		ctx, cancel := context.WithCancel(c.ctx)
 		f = &poolFeed{sh: c.sharedLocked(pool), cancel: cancel, changed: make(chan struct{}), subs: map[string][]*feedSub{}}
+		f.sh.mu.Lock()
+		f.sh.fed = f
+		f.sh.mu.Unlock()
 		c.feeds[pool] = f
 		c.wg.Add(1)
 		go func() {
@@ -61,6 +64,9 @@ func (c *Coordinator) releaseFeed(pool string, f *poolFeed) {
 	if f.refs--; f.refs == 0 {
 		f.cancel()
 		delete(c.feeds, pool)
+		f.sh.mu.Lock()
+		f.sh.fed = nil
+		f.sh.mu.Unlock()
 	}
 }
 
@@ -185,6 +191,17 @@ func (f *poolFeed) update(synced bool, evs []*clientv3.Event, change func(*poolS
 	}
 }
 
+// owned returns change, to run only while f is the pool's current feed: a
+// stopped feed changes the state no more, since a later feed or the claim
+// path's probes own it now. It still wakes its own users.
+func (f *poolFeed) owned(change func(*poolState)) func(*poolState) {
+	return func(st *poolState) {
+		if f.sh.fed == f {
+			change(st)
+		}
+	}
+}
+
 func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 	// Ended by its last user leaving (nobody to tell) or by Close: its
 	// users, if any, must not wait for a feed that is gone.
@@ -204,7 +221,7 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 			continue
 		}
 		b.Reset()
-		f.update(true, nil, func(st *poolState) { st.load(resp.Header.Revision, resp.Kvs) })
+		f.update(true, nil, f.owned(func(st *poolState) { st.load(resp.Header.Revision, resp.Kvs) }))
 		c.followFeed(ctx, pool, f, resp.Header.Revision)
 		f.update(false, nil, nil)
 	}
@@ -222,6 +239,6 @@ func (c *Coordinator) followFeed(ctx context.Context, pool string, f *poolFeed, 
 			c.log.Debug("pool feed: watch", "pool", pool, "err", err)
 			return
 		}
-		f.update(true, wr.Events, func(st *poolState) { st.apply(wr.Events) })
+		f.update(true, wr.Events, f.owned(func(st *poolState) { st.apply(wr.Events) }))
 	}
 }

@@ -23,12 +23,12 @@ import (
 //
 // The releaser plans the hand-off from this process's view of the pool:
 // the shared state, which the pool feed keeps exact while this process has
-// waiters on the pool, and which a claim that found a queue read last. A
-// stale view costs only the hand-off: when the nested compares fail, the
-// release applies alone and the head waiter claims the seat itself as
-// before. What it does not do: a process that never saw the queue (it
-// claimed while nobody waited, and has no waiters of its own) does not hand
-// off.
+// waiters on the pool, and which a claim that read the whole pool last
+// (rather than a probe, probe.go). A stale view costs only the hand-off:
+// when the nested compares fail, the release applies alone and the head
+// waiter claims the seat itself as before. What it does not do: a process
+// that has no waiters of its own on the pool, and so only probes, does not
+// hand off.
 
 // handoff plans the grant of the seat h frees to the first waiter in this
 // process's view that may take it. It returns the waiter's plan and the
@@ -63,8 +63,8 @@ func (c *Coordinator) handoff(h heldSeat) (*claimPlan, clientv3.Op, func()) {
 // planHandoff plans, on s, the nested grant of the seat h frees to the
 // first waiter that may take it, or returns a nil plan.
 func (s *poolState) planHandoff(h heldSeat) (*claimPlan, clientv3.Op) {
-	if s.rev == 0 || len(s.queue) == 0 {
-		return nil, clientv3.Op{}
+	if s.rev == 0 || s.probed || len(s.queue) == 0 {
+		return nil, clientv3.Op{} // a probe shows neither the waiters' records nor their slots
 	}
 	restore := s.vacate(h)
 	defer restore()

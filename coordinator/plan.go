@@ -36,6 +36,9 @@ type claimPlan struct {
 	// grants are the nested txns by which the head grants seats to the
 	// waiters behind it in the same transaction (see grant.go).
 	grants []clientv3.Op
+	// probe says the txn's Else branch reads a probe for the claimant
+	// (probe.go) rather than the whole pool.
+	probe bool
 }
 
 // errNotHead is returned to a queued waiter that is not first in line.
@@ -83,10 +86,13 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	if err := s.planQueue(p, req); err != nil {
 		return nil, err
 	}
-	seat, cmps, ok := s.takeSlot(s.seatRevs, s.spec.Capacity, s.seatsAbove > 0, s.k.seats(s.pool))
-	if !ok {
+	seat, cmps, err := s.takeSlot(s.seatSet())
+	if errors.Is(err, errSetFull) {
 		return nil, &NoSeatError{Pool: s.pool, Reason: WaitPoolFull,
-			Detail: fmt.Sprintf("pool %q holds %d of %d", s.pool, len(s.seats), s.spec.Capacity)}
+			Detail: fmt.Sprintf("pool %q holds %d of %d", s.pool, s.heldSeats(), s.spec.Capacity)}
+	}
+	if err != nil {
+		return nil, err
 	}
 	p.seat, p.cmps = seat, append(p.cmps, cmps...)
 	if err := s.planTenant(p, req); err != nil {
@@ -171,8 +177,8 @@ func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {
 	if !limited {
 		return nil
 	}
-	n, cmps, ok := s.takeSlot(s.tenants[t], limit, anyAtOrAbove(s.tenants[t], limit), s.k.tenants(s.pool, t))
-	if !ok {
+	n, cmps, err := s.takeSlot(wholeSet(s.k.tenants(s.pool, t), limit, s.tenants[t]))
+	if err != nil {
 		return &NoSeatError{Pool: s.pool, Reason: WaitTenantLimit,
 			Detail: fmt.Sprintf("tenant %q holds %d of its limit %d", t, len(s.tenants[t]), limit)}
 	}
@@ -202,10 +208,10 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 		if !s.fits(id, in, o) {
 			continue
 		}
-		n, cmps, ok := s.takeSlot(s.binds[id], in.Seats, anyAtOrAbove(s.binds[id], in.Seats), s.k.binds(s.pool, id))
+		n, cmps, err := s.takeSlot(wholeSet(s.k.binds(s.pool, id), in.Seats, s.binds[id]))
 		// Spread load: prefer the least loaded instance, ties at random.
 		load := len(s.binds[id])
-		if ok && (best == nil || load < bestLoad || (load == bestLoad && rand.IntN(2) == 0)) {
+		if err == nil && (best == nil || load < bestLoad || (load == bestLoad && rand.IntN(2) == 0)) {
 			best, bestCmps, bestSlot, bestLoad = &in, cmps, n, load
 		}
 	}
@@ -274,9 +280,39 @@ func anyAtOrAbove(held map[int]int64, limit int) bool {
 	return false
 }
 
-// takeSlot picks a free slot in [0, limit) of the set under prefix set,
-// whose held slots are held, and returns the compares that make taking it
-// safe:
+// slotSet is one limited set of slots (the pool's seats, a tenant's
+// slots, an instance's slots) as a state knows it.
+type slotSet struct {
+	prefix string        // the set's key prefix
+	limit  int           // at most this many held
+	held   map[int]int64 // the held slots the state saw -> create revision
+	count  int           // held slots in all, seen or not
+	from   int           // every held slot at or above this one is in held
+	high   bool          // a slot at or above limit is held
+}
+
+// wholeSet is a set the state saw whole.
+func wholeSet(prefix string, limit int, held map[int]int64) slotSet {
+	return slotSet{prefix: prefix, limit: limit, held: held, count: len(held), high: anyAtOrAbove(held, limit)}
+}
+
+// seatSet is the pool's seats: counted, and seen whole or from a slot up
+// (a probe, probe.go).
+func (s *poolState) seatSet() slotSet {
+	return slotSet{prefix: s.k.seats(s.pool), limit: s.spec.Capacity, held: s.seatRevs,
+		count: s.heldSeats(), from: s.seatsFrom, high: s.seatsAbove > 0}
+}
+
+var (
+	// errSetFull says a slot set holds its limit.
+	errSetFull = errors.New("coordinator: every slot held")
+	// errNeedWhole says a probed state shows no free slot although the
+	// set has one: the claim must read the whole pool to find it.
+	errNeedWhole = errors.New("coordinator: no free slot among those probed")
+)
+
+// takeSlot picks a free slot in [0, limit) of set and returns the compares
+// that make taking it safe:
 //
 //   - nothing is held under the slot's prefix (CreateRevision 0 over the
 //     range); or, for a slot the same txn frees (a hand-off, s.freed), only
@@ -287,57 +323,66 @@ func anyAtOrAbove(held map[int]int64, limit int) bool {
 //     happened since the state was read;
 //   - slow path, after limit shrank below a held slot: every key under the
 //     set has CreateRevision <= rev. Keys only appear by creation, so the
-//     set held now is a subset of the set this state saw at rev, which held
-//     fewer than limit (counted below).
+//     set held now is a subset of the set held at rev, which had
+//     set.count < limit keys.
 //
-// high says whether a slot at or above limit is held.
-func (s *poolState) takeSlot(held map[int]int64, limit int, high bool, set string) (int, []clientv3.Cmp, bool) {
-	if len(held) >= limit {
-		return 0, nil, false
+// It fails with errSetFull, or errNeedWhole when the free slots are among
+// those a probe did not show.
+func (s *poolState) takeSlot(set slotSet) (int, []clientv3.Cmp, error) {
+	if set.count >= set.limit {
+		return 0, nil, errSetFull
 	}
-	if high && s.rev == 0 {
-		return 0, nil, false // the slow path needs a real snapshot
+	if set.high && s.rev == 0 {
+		return 0, nil, errSetFull // the slow path needs a real snapshot
 	}
-	n := freeSlot(held, limit)
-	prefix := slotPrefix(set, n)
+	n, ok := freeSlot(set)
+	if !ok {
+		return 0, nil, errNeedWhole
+	}
+	prefix := slotPrefix(set.prefix, n)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(prefix).WithPrefix(), "=", s.freed[prefix])}
-	if high {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set).WithPrefix(), "<", s.rev+1))
+	if set.high {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set.prefix).WithPrefix(), "<", s.rev+1))
 	} else {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set+slot(limit)).WithRange(clientv3.GetPrefixRangeEnd(set)), "=", 0))
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set.prefix+slot(set.limit)).WithRange(clientv3.GetPrefixRangeEnd(set.prefix)), "=", 0))
 	}
-	return n, cmps, true
+	return n, cmps, nil
 }
 
 // slotSpread is how many free slots above the held count a claim chooses
 // among.
 const slotSpread = 16
 
-// freeSlot returns a free slot in [0, limit). It picks below held+slotSpread,
-// so the slot numbers ever in use (and the release records keyed by them)
-// stay within the peak number held plus slotSpread; and it picks at random
-// in the top of that window first, where free slots gather, so that
-// concurrent claimants working from the same state rarely collide. The
-// caller has checked that fewer than limit slots are held, so the window
-// has a free slot.
-func freeSlot(held map[int]int64, limit int) int {
-	window := min(limit, len(held)+slotSpread)
-	lo := max(0, window-slotSpread)
+// freeSlot returns a free slot in [0, limit) among those the state saw. It
+// picks below count+slotSpread, so the slot numbers ever in use (and the
+// release records keyed by them) stay within the peak number held plus
+// slotSpread; and it picks at random in the top of that window first,
+// where free slots gather, so that concurrent claimants working from the
+// same state rarely collide. The caller has checked that fewer than limit
+// slots are held, so the window has a free slot; it is false only when
+// that slot lies below set.from, where the state saw nothing.
+func freeSlot(set slotSet) (int, bool) {
+	window := min(set.limit, set.count+slotSpread)
+	from := max(0, set.from)
+	lo := max(window-slotSpread, from)
+	if lo >= window {
+		return 0, false
+	}
+	free := func(n int) bool { _, taken := set.held[n]; return !taken }
 	for i := range 16 {
-		n := rand.IntN(window)
+		n := from + rand.IntN(window-from)
 		if i < 8 {
 			n = lo + rand.IntN(window-lo)
 		}
-		if _, taken := held[n]; !taken {
-			return n
+		if free(n) {
+			return n, true
 		}
 	}
-	start := rand.IntN(window)
-	for i := range window {
-		n := (start + i) % window
-		if _, taken := held[n]; !taken {
-			return n
+	start := rand.IntN(window - from)
+	for i := range window - from {
+		if n := from + (start+i)%(window-from); free(n) {
+			return n, true
 		}
 	}
-	panic("coordinator: freeSlot called on a full set")
+	return 0, false
 }

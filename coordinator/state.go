@@ -22,6 +22,10 @@ type poolState struct {
 	k    keys
 	pool string
 	rev  int64 // 0: never loaded
+	// probed marks a state loaded from a probe (probe.go), which holds only
+	// part of the pool: what a claim of the claimant that read it needs.
+	// The feed, batches and hand-offs plan only on whole states.
+	probed bool
 
 	specKV  *mvccpb.KeyValue
 	spec    PoolSpec
@@ -29,6 +33,10 @@ type poolState struct {
 
 	seats    map[int]*mvccpb.KeyValue
 	seatRevs map[int]int64 // seat -> create revision, kept with seats
+	// unseenSeats counts held seats that a probe counted but did not
+	// return; each has a slot below seatsFrom. Both are 0 in a whole state.
+	unseenSeats int
+	seatsFrom   int // every held seat at or above this slot is in seats
 	// seatsAbove counts held seats at or above the capacity (after a
 	// shrink); kept on every change so that a plan is O(1) in held seats.
 	seatsAbove int
@@ -65,6 +73,7 @@ func newPoolState(k keys, pool string) *poolState {
 
 func (s *poolState) reset() {
 	s.specKV, s.spec, s.specErr = nil, PoolSpec{}, nil
+	s.probed, s.unseenSeats, s.seatsFrom = false, 0, 0
 	s.seats = map[int]*mvccpb.KeyValue{}
 	s.seatRevs = map[int]int64{}
 	s.seatsAbove = 0
@@ -100,9 +109,10 @@ func cloneSlots(m map[string]map[int]int64) map[string]map[int]int64 {
 }
 
 // load replaces the state with a full read of the pool prefix at rev. An
-// older read than the one held is ignored.
+// older read than the whole state held is ignored (a feed follows events
+// from its rev); a probed state is replaced by any whole read.
 func (s *poolState) load(rev int64, kvs []*mvccpb.KeyValue) {
-	if rev < s.rev {
+	if rev < s.rev && !s.probed {
 		return
 	}
 	s.reset()
@@ -112,8 +122,16 @@ func (s *poolState) load(rev int64, kvs []*mvccpb.KeyValue) {
 	}
 }
 
-// apply folds in watch events. Events at or below rev are already in.
+// heldSeats is the number of seats held, at or above the capacity too.
+func (s *poolState) heldSeats() int { return len(s.seats) + s.unseenSeats }
+
+// apply folds in watch events. Events at or below rev are already in. Only
+// a whole state follows events (a probed one could not count the deletes
+// of seats it never saw).
 func (s *poolState) apply(evs []*clientv3.Event) {
+	if s.probed {
+		return // only a pool feed applies events, and it loads a whole state first
+	}
 	for _, ev := range evs {
 		if ev.Kv.ModRevision <= s.rev {
 			continue
