@@ -36,7 +36,7 @@ func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req 
 	}
 	c.log.Warn("ambiguous claim txn", "pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", cause)
 	var resp *clientv3.TxnResponse
-	err := withRetry(ctx, s, func() (err error) {
+	err := c.withRetry(ctx, s, pool, RetryResolve, func() (err error) {
 		resp, err = c.fenceAndRead(ctx, s, pool)
 		if errors.Is(err, ErrSessionExpired) {
 			return nil // nothing of this lease can commit any more
@@ -121,12 +121,14 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 		if err == nil || errors.Is(err, ErrSessionExpired) {
 			return
 		}
+		wait := b.NextBackOff()
+		c.retried(pool, RetryReap, wait, err)
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.Done():
 			return
-		case <-time.After(b.NextBackOff()):
+		case <-time.After(wait):
 		}
 	}
 }

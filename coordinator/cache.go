@@ -69,7 +69,7 @@ func (c *Coordinator) refreshShared(ctx context.Context, s *Session, sh *sharedS
 	if !req.opts.wait {
 		return c.refresh(ctx, sh, pool, req, whole)
 	}
-	return withRetry(ctx, s, func() error { return c.refresh(ctx, sh, pool, req, whole) })
+	return c.withRetry(ctx, s, pool, RetryClaimRead, func() error { return c.refresh(ctx, sh, pool, req, whole) })
 }
 
 func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string, req claimRequest, whole bool) error {

@@ -49,6 +49,7 @@ func (ch *chaos) check() {
 	judged, excused := ch.lossBeforeRegrant()
 	t.Logf("loss before regrant: %d seat hand-overs judged, %d excused (holder killed or paused)", judged, excused)
 	ch.checkIdle()
+	ch.breakdown()
 }
 
 // stretch is a time a seat sat free while someone waited.

@@ -48,6 +48,18 @@ type claimantEvent struct {
 	At       int64  `json:"at"` // unix nanos: txn sent, grant returned, Done observed
 	Err      string `json:"err,omitempty"`
 	Released bool   `json:"released,omitempty"`
+	Op       string `json:"op,omitempty"`   // retry: the step retried
+	Wait     int64  `json:"wait,omitempty"` // retry: its backoff, in nanoseconds
+}
+
+// retryReporter reports the coordinator's retries as events.
+type retryReporter struct {
+	coordinator.NoopMetrics
+	rep *reporter
+}
+
+func (r retryReporter) Retry(_, op string, wait time.Duration) {
+	r.rep.emit(claimantEvent{Ev: "retry", Op: op, Wait: int64(wait), At: time.Now().UnixNano()})
 }
 
 type reporter struct {
@@ -95,7 +107,8 @@ func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
 		return err
 	}
 	defer cli.Close()
-	c, err := coordinator.New(cli, coordinator.WithPrefix(cfg.Prefix), coordinator.WithCleanupTimeout(2*time.Second))
+	c, err := coordinator.New(cli, coordinator.WithPrefix(cfg.Prefix), coordinator.WithCleanupTimeout(2*time.Second),
+		coordinator.WithMetrics(retryReporter{rep: rep}))
 	if err != nil {
 		return err
 	}

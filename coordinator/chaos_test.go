@@ -77,6 +77,8 @@ type chaos struct {
 	stretches []stretch   // each such stretch
 	elections []time.Time // when the nemesis killed or stopped the leader
 	cutoffs   []time.Time // when it killed, paused or cut off a claimant
+	kills     []kill      // the claimants it SIGKILLed
+	downs     []time.Time // when it killed a follower
 	start     time.Time
 	seen      int64    // the history has applied every revision up to this
 	timeline  []string // faults and long idle stretches, for the log
@@ -262,6 +264,9 @@ func (ch *chaos) nemesis(ctx context.Context) {
 			cp := ch.victim()
 			from := time.Now()
 			ch.fault("claimant-sigkill")
+			ch.mu.Lock()
+			ch.kills = append(ch.kills, kill{cp.id, from})
+			ch.mu.Unlock()
 			_ = cp.cmd.Process.Kill()
 			<-cp.done
 			cp.mark(from, time.Now().Add(time.Hour))
@@ -303,11 +308,13 @@ func (ch *chaos) memberFault(kind string, leader bool, f func(int)) {
 		i = (l + 1 + rand.IntN(2)) % 3
 	}
 	ch.fault(kind)
+	ch.mu.Lock()
 	if leader {
-		ch.mu.Lock()
 		ch.elections = append(ch.elections, time.Now())
-		ch.mu.Unlock()
+	} else {
+		ch.downs = append(ch.downs, time.Now())
 	}
+	ch.mu.Unlock()
 	f(i)
 }
 

@@ -99,7 +99,7 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 				// Another claimant's probe may replace the whole read before
 				// this one plans on it: count it as a failed try.
 				failed++
-				backOff(ctx, failed, contention)
+				c.backOff(ctx, pool, failed, contention)
 			}
 			continue
 		case waitable(err) && req.opts.wait:
@@ -117,19 +117,21 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 		}
 		fresh = true // the failed txn's Else branch re-read the pool
 		failed++
-		backOff(ctx, failed, contention)
+		c.backOff(ctx, pool, failed, contention)
 	}
 }
 
 // backOff sleeps after the second failed try of a claim: contention, or a
 // compare the state cannot explain, is waited out with jitter, not spun on.
-func backOff(ctx context.Context, failed int, b interface{ NextBackOff() time.Duration }) {
+func (c *Coordinator) backOff(ctx context.Context, pool string, failed int, b interface{ NextBackOff() time.Duration }) {
 	if failed <= 2 {
 		return
 	}
+	wait := b.NextBackOff()
+	c.retried(pool, RetryContention, wait, nil)
 	select {
 	case <-ctx.Done():
-	case <-time.After(b.NextBackOff()):
+	case <-time.After(wait):
 	}
 }
 

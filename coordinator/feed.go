@@ -213,10 +213,11 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 			return
 		}
 		if err != nil {
-			c.log.Debug("pool feed: read", "pool", pool, "err", err)
+			wait := b.NextBackOff()
+			c.retried(pool, RetryFeedRead, wait, err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(b.NextBackOff()):
+			case <-time.After(wait):
 			}
 			continue
 		}
@@ -236,7 +237,7 @@ func (c *Coordinator) followFeed(ctx context.Context, pool string, f *poolFeed, 
 			if etcdclient.IsPermanent(err) {
 				f.fail(fmt.Errorf("coordinator: watch pool %q (%s): %w", pool, c.k.pool(pool), err))
 			}
-			c.log.Debug("pool feed: watch", "pool", pool, "err", err)
+			c.retried(pool, RetryFeedWatch, 0, err)
 			return
 		}
 		f.update(true, wr.Events, f.owned(func(st *poolState) { st.apply(wr.Events) }))

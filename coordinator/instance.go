@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/etcdpool/etcdpool/internal/retry"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -148,7 +149,7 @@ func (c *Coordinator) SetInstanceState(ctx context.Context, pool, id string, sta
 			return retry.Permanent(err)
 		}
 		return err
-	}, nil)
+	}, func(err error, wait time.Duration) { c.retried(pool, RetryInstance, wait, err) })
 	return in, err
 }
 

@@ -41,7 +41,26 @@ type Metrics interface {
 	// pool for reason, a WaitReason; a waiter whose reason changes moves
 	// from one reason to the other.
 	Waiting(pool, reason string, delta int)
+	// Retry counts one retry of a coordinator step on pool, by op (a
+	// Retry* constant), after it failed for a transient reason or lost to
+	// contention; wait is how long it backed off first (0 for a pool feed
+	// that reconnects at once).
+	Retry(pool, op string, wait time.Duration)
 }
+
+// The steps Metrics.Retry names. Each retries on its own policy
+// (retry.go).
+const (
+	RetryClaimRead  = "claim_read"   // a claimant's read of the pool
+	RetryResolve    = "resolve"      // fencing and reading after an ambiguous claim txn
+	RetryRelease    = "release"      // a release whose answer was lost
+	RetryReap       = "reap"         // cleanup after an ambiguous claim whose caller has gone
+	RetryContention = "contention"   // a claim txn that lost to other claimants, from its third try
+	RetryFeedRead   = "feed_read"    // the pool feed's read, after etcd failed it
+	RetryFeedWatch  = "feed_watch"   // the pool feed's watch broke (an election, a lost connection, a compaction)
+	RetryWaiting    = "waiting"      // a held-back waiter's waiting record
+	RetryInstance   = "instance_cas" // SetInstanceState's read-modify-write, lost to the agent's own write
+)
 
 // NoopMetrics discards everything. It is the default. Embed it in your own
 // implementation to keep compiling when hooks are added.
@@ -64,3 +83,6 @@ func (NoopMetrics) SeatHold(string, time.Duration) {}
 
 // Waiting implements Metrics.
 func (NoopMetrics) Waiting(string, string, int) {}
+
+// Retry implements Metrics.
+func (NoopMetrics) Retry(string, string, time.Duration) {}

@@ -41,22 +41,32 @@ var (
 )
 
 // withRetry calls f until it succeeds, fails permanently, ctx ends or the
-// session ends, backing off by waitRetry. It is for reads and idempotent
-// writes made while a claimant waits, so that a leader election or a brief
-// loss of connection delays a wait instead of failing it.
-func withRetry(ctx context.Context, s *Session, f func() error) error {
+// session ends, backing off by waitRetry and counting each retry as op on
+// pool (Metrics.Retry). It is for reads and idempotent writes made while a
+// claimant waits, so that a leader election or a brief loss of connection
+// delays a wait instead of failing it.
+func (c *Coordinator) withRetry(ctx context.Context, s *Session, pool, op string, f func() error) error {
 	b := waitRetry.Backoff()
 	for {
 		err := f()
 		if err == nil || etcdclient.IsPermanent(err) {
 			return err // permanent errors (permission, bad input) end at once
 		}
+		wait := b.NextBackOff()
+		c.retried(pool, op, wait, err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
 		case <-s.Done():
 			return s.lostErr()
-		case <-time.After(b.NextBackOff()):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// retried makes one retry visible: the Retry metric, and a debug log line
+// with its cause.
+func (c *Coordinator) retried(pool, op string, wait time.Duration, cause error) {
+	c.metrics.Retry(pool, op, wait)
+	c.log.Debug("retry", "pool", pool, "op", op, "wait", wait, "err", cause)
 }

@@ -41,6 +41,19 @@ type history struct {
 	// holder's own release: a release record with their token, not forced,
 	// no reason, in the revision that deleted the seat.
 	released map[string]map[int64]bool
+	// freed maps each seat's token to the revision that deleted its key.
+	freed map[int64]int64
+}
+
+// releasedToken reports whether the claim of token ended by its holder's
+// own release.
+func (h *history) releasedToken(token int64) bool {
+	for _, tokens := range h.released {
+		if tokens[token] {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *history) spec() coordinator.PoolSpec {
@@ -146,6 +159,12 @@ func (h *history) revision(evs []*clientv3.Event) {
 					h.released[sp] = map[int64]bool{}
 				}
 				h.released[sp][old.CreateRevision] = true
+			}
+			if old := h.kvs[k]; old != nil && strings.HasPrefix(k, h.prefix+"seats/") {
+				if h.freed == nil {
+					h.freed = map[int64]int64{}
+				}
+				h.freed[old.CreateRevision] = h.rev
 			}
 			delete(h.kvs, k)
 			continue

@@ -325,7 +325,7 @@ func (w *waitTracker) end() {
 		return
 	}
 	w.c.goBackground(func(bctx context.Context) {
-		_ = withRetry(bctx, w.s, func() error {
+		_ = w.c.withRetry(bctx, w.s, w.pool, RetryWaiting, func() error {
 			rctx, cancel := context.WithTimeout(bctx, w.c.opts.timeout)
 			defer cancel()
 			_, err := w.c.cli.Delete(rctx, w.key)

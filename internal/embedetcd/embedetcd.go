@@ -40,7 +40,16 @@ type Config struct {
 	NoFsync bool
 	// ReadyTimeout bounds the wait for the member to serve. Default 30s.
 	ReadyTimeout time.Duration
+	// Compaction is etcd's periodic auto-compaction: keep this much
+	// history, compacting as often. Every claim writes keys named after
+	// it, and until a compaction each claim's range compares walk the
+	// deleted keys of earlier claims, so history must not grow unbounded.
+	// Default 5m (as Kubernetes compacts); negative disables it.
+	Compaction time.Duration
 }
+
+// DefaultCompaction is the default Config.Compaction.
+const DefaultCompaction = 5 * time.Minute
 
 // Server is a running embedded member.
 type Server struct {
@@ -163,6 +172,12 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
+	if c := cfg.Compaction; c >= 0 {
+		if c == 0 {
+			c = DefaultCompaction
+		}
+		ec.AutoCompactionMode, ec.AutoCompactionRetention = "periodic", c.String()
+	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// The HTTP/JSON gateway (/v3/ over HTTP) is off: etcdpool and etcdctl
 	// speak gRPC, and the gateway's websocket proxy builds a logrus logger

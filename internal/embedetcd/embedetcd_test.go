@@ -9,6 +9,8 @@ import (
 
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
 	"github.com/etcdpool/etcdpool/internal/testkit"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestSecondMemberOnTheSameDirFailsFast starts a member, then a second one
@@ -74,4 +76,27 @@ func TestNoHTTPGateway(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("POST /v3/kv/range: %s, want 404: the HTTP gateway is on", resp.Status)
 	}
+}
+
+// TestCompactsHistory runs a member with a 1 s compaction: within a few
+// seconds a revision written at the start is compacted away, so history
+// (and the deleted keys range compares walk) stays bounded.
+func TestCompactsHistory(t *testing.T) {
+	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t),
+		NoFsync: true, Compaction: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli := testkit.Client(t, srv.ClientURL())
+	ctx := testkit.Ctx(t, 20*time.Second)
+	first, err := cli.Put(ctx, "k", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 15*time.Second, "the first revision compacted", func() bool {
+		_, _ = cli.Put(ctx, "k", "1")
+		_, err := cli.Get(ctx, "k", clientv3.WithRev(first.Header.Revision))
+		return errors.Is(err, rpctypes.ErrCompacted)
+	})
 }

@@ -9,7 +9,8 @@
 //
 //   - process families (etcdpool_claims_total, etcdpool_claim_txns_total,
 //     etcdpool_grant_wait_seconds, etcdpool_seat_hold_seconds,
-//     etcdpool_seats_lost_total) count the claims of the process that
+//     etcdpool_seats_lost_total, etcdpool_retries_total,
+//     etcdpool_retry_wait_seconds_total) count the claims of the process that
 //     exports them, each claim in exactly one process (its claimant): sum
 //     them across processes;
 //   - pool families (etcdpool_pool_*) describe a pool as a watcher of etcd
@@ -49,6 +50,7 @@ type Metrics struct {
 	keepaliveF prometheus.Counter
 	sessLost   prometheus.Counter
 	waiters    *prometheus.GaugeVec // waiters.go
+	retries    retries              // retries.go
 }
 
 var _ coordinator.Metrics = (*Metrics)(nil)
@@ -74,6 +76,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.claimTxns, m.claims, m.grantWait, m.hold, m.seatsLost, m.keepaliveF, m.sessLost)
 	m.waiters = newWaiters(reg)
+	m.retries = newRetries(reg)
 	return m
 }
 
