@@ -57,7 +57,8 @@ type stretch struct{ from, to time.Time }
 
 // checkIdle bounds each stretch of a seat sitting free while someone
 // waited: TTL + 2 s (the waiter ahead may be dead and its key must expire),
-// plus TTL + an election for each leader change in or just before it,
+// plus TTL + the longest election (chaosElectionMax) for each leader change
+// in or just before it,
 // since a new leader gives every lease its full TTL again (etcd#9888), the
 // dead waiter's too; plus a TTL for each further claimant the nemesis
 // killed, paused or cut off then, since each may be the next head and its
@@ -77,7 +78,7 @@ func (ch *chaos) checkIdle() {
 			return n
 		}
 		elections, cutoffs := in(ch.elections), in(ch.cutoffs)
-		bound := chaosTTL + 2*time.Second + time.Duration(elections)*(chaosTTL+chaosElection) +
+		bound := chaosTTL + 2*time.Second + time.Duration(elections)*(chaosTTL+chaosElectionMax) +
 			time.Duration(max(cutoffs-1, 0))*chaosTTL
 		worst = max(worst, d-bound)
 		if d > bound {

@@ -53,8 +53,11 @@ func TestChaos(t *testing.T) {
 const (
 	chaosTTL      = 2 * time.Second
 	chaosElection = time.Second // etcd's default election timeout
-	chaosPrefix   = "/chaos"
-	chaosFenced   = "/chaos-fenced/"
+	// chaosElectionMax is the longest one election may take: raft draws
+	// each member's timeout from [timeout, 2 × timeout).
+	chaosElectionMax = 2 * chaosElection
+	chaosPrefix      = "/chaos"
+	chaosFenced      = "/chaos-fenced/"
 )
 
 type chaos struct {
