@@ -58,7 +58,9 @@
 //   - no tenant holds more seats than its limit had when the seat was granted;
 //   - a waiter whose queue key is gone (its session died) is never granted.
 //
-// An uncontended claim with a warm cache is one round trip. Waiters queue in
+// An uncontended claim with a warm cache is one round trip. A first claim,
+// and a failed claim's Else branch, read a probe of the pool (probe.go): what
+// that claim plans from, tens of keys, not every seat. Waiters queue in
 // arrival order. While a process has waiters on a pool, one pool feed keeps
 // its view exact (feed.go); each waiter sleeps until the key of the waiter
 // ahead or its own grant key changes, so a release wakes one waiter. The
@@ -104,6 +106,13 @@
 // server's expiry scan (about 0.5 s), longer across a leader election, which
 // refreshes every lease (etcd#9888). The head waiter's watch then sees the
 // delete and claims at once.
+//
+// # History
+//
+// Seat, slot and queue keys are new keys for each claim, and the range
+// compares of every claim walk the keys etcd has deleted but not yet
+// compacted: run etcd with auto-compaction (README, Known limits), or the
+// cost of a claim grows with the claims made since the last compaction.
 //
 // # Errors
 //
