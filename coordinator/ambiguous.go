@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -121,14 +120,8 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 		if err == nil || errors.Is(err, ErrSessionExpired) {
 			return
 		}
-		wait := b.NextBackOff()
-		c.retried(pool, RetryReap, wait, err)
-		select {
-		case <-ctx.Done():
+		if !c.pause(ctx, s.Done(), b, pool, RetryReap, err) {
 			return
-		case <-s.Done():
-			return
-		case <-time.After(wait):
 		}
 	}
 }

@@ -90,8 +90,11 @@ func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string,
 	if err != nil {
 		return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
 	}
-	resp.Succeeded = false // present it as a failed probing claim's read
-	sh.absorb(&claimPlan{probe: true, lease: req.lease}, resp)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !sh.exact() { // a feed synced meanwhile: its state is whole and newer
+		sh.st.loadProbe(resp.Header.Revision, resp.Responses, req.lease)
+	}
 	return nil
 }
 

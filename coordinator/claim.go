@@ -127,12 +127,7 @@ func (c *Coordinator) backOff(ctx context.Context, pool string, failed int, b in
 	if failed <= 2 {
 		return
 	}
-	wait := b.NextBackOff()
-	c.retried(pool, RetryContention, wait, nil)
-	select {
-	case <-ctx.Done():
-	case <-time.After(wait):
-	}
+	c.pause(ctx, nil, b, pool, RetryContention, nil)
 }
 
 // alive reports why a claimant can no longer go on, or nil.

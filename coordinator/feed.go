@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -213,12 +212,7 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 			return
 		}
 		if err != nil {
-			wait := b.NextBackOff()
-			c.retried(pool, RetryFeedRead, wait, err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
-			}
+			c.pause(ctx, nil, b, pool, RetryFeedRead, err)
 			continue
 		}
 		b.Reset()
@@ -237,7 +231,7 @@ func (c *Coordinator) followFeed(ctx context.Context, pool string, f *poolFeed, 
 			if etcdclient.IsPermanent(err) {
 				f.fail(fmt.Errorf("coordinator: watch pool %q (%s): %w", pool, c.k.pool(pool), err))
 			}
-			c.retried(pool, RetryFeedWatch, 0, err)
+			c.retried(pool, RetryFeedWatch, 0, err) // re-listed at once
 			return
 		}
 		f.update(true, wr.Events, f.owned(func(st *poolState) { st.apply(wr.Events) }))

@@ -105,12 +105,8 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			cl.classify(ctx) // tell Err why the seat was already gone
 			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
 		}
-		wait := b.NextBackOff()
-		c.retried(cl.pool, RetryRelease, wait, err)
-		select {
-		case <-ctx.Done():
+		if !c.pause(ctx, nil, b, cl.pool, RetryRelease, err) {
 			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
-		case <-time.After(wait):
 		}
 	}
 }

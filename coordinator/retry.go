@@ -52,15 +52,29 @@ func (c *Coordinator) withRetry(ctx context.Context, s *Session, pool, op string
 		if err == nil || etcdclient.IsPermanent(err) {
 			return err // permanent errors (permission, bad input) end at once
 		}
-		wait := b.NextBackOff()
-		c.retried(pool, op, wait, err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-s.Done():
+		if !c.pause(ctx, s.Done(), b, pool, op, err) {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			}
 			return s.lostErr()
-		case <-time.After(wait):
 		}
+	}
+}
+
+// pause counts one retry of op on pool (retried), then waits b's next
+// backoff. It reports false when ctx or stop (nil: none) ended first.
+func (c *Coordinator) pause(ctx context.Context, stop <-chan struct{}, b interface{ NextBackOff() time.Duration }, pool, op string, cause error) bool {
+	wait := b.NextBackOff()
+	c.retried(pool, op, wait, cause)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
