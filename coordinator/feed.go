@@ -11,9 +11,10 @@ import (
 )
 
 // The pool feed. While claimants of this process wait on a pool, one
-// goroutine keeps the pool's shared state exact: a read, then every watch
-// event after it, and a fresh read after a compaction or a broken watch
-// (never resuming at the compact revision). The head of the queue and
+// goroutine keeps the pool's shared state exact: a watch opened at the
+// current revision, then a read, then every event of the watch after the
+// read's revision; and the same again when the watch breaks (never
+// resuming at a past revision; see openFeed). The head of the queue and
 // pre-waiters plan on snapshots of it, so a new head, or a second waiter
 // in the same process, starts without reading the pool. Other waiters do
 // not wake on it: each watches only the waiter ahead and its own grant key.
@@ -206,27 +207,57 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 	// users, if any, must not wait for a feed that is gone.
 	defer f.fail(fmt.Errorf("%w: coordinator closed while waiting on pool %q", ErrClosed, pool))
 	for b := waitRetry.Backoff(); ctx.Err() == nil; {
-		resp, err := c.getPool(ctx, pool)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		events, op, err := c.openFeed(wctx, pool)
+		var resp *clientv3.GetResponse
+		if err == nil {
+			op = RetryFeedRead
+			resp, err = c.getPool(ctx, pool)
+		}
 		if etcdclient.IsPermanent(err) {
+			cancel()
 			f.fail(fmt.Errorf("coordinator: read pool %q (%s): %w", pool, c.k.pool(pool), err))
 			return
 		}
 		if err != nil {
-			c.pause(ctx, nil, b, pool, RetryFeedRead, err)
+			cancel()
+			c.pause(ctx, nil, b, pool, op, err)
 			continue
 		}
 		b.Reset()
 		f.update(true, nil, f.owned(func(st *poolState) { st.load(resp.Header.Revision, resp.Kvs) }))
-		c.followFeed(ctx, pool, f, resp.Header.Revision)
+		c.followFeed(pool, f, events)
+		cancel()
 		f.update(false, nil, nil)
 	}
 }
 
-// followFeed applies watch events from rev+1 until the watch breaks.
-func (c *Coordinator) followFeed(ctx context.Context, pool string, f *poolFeed, rev int64) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	for wr := range c.cli.Watch(wctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+// openFeed opens the feed's watch at the current revision and returns once
+// etcd has registered it, so that the read that follows misses nothing:
+// every change after that read is an event of this watch (apply skips the
+// events the read already holds). The watch is opened first, rather than
+// from the read's revision, because etcd serves a watch that starts at a
+// past revision from its unsynced loop, which runs every 100 ms
+// (watchResyncPeriod): a write that falls between the read and the watch,
+// such as the waiter's own queue key, would reach the feed up to 100 ms
+// late, and the seat it could take would sit idle meanwhile.
+func (c *Coordinator) openFeed(ctx context.Context, pool string) (clientv3.WatchChan, string, error) {
+	events := c.cli.Watch(ctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	wr, ok := <-events
+	switch {
+	case !ok && ctx.Err() != nil:
+		return nil, RetryFeedWatch, fmt.Errorf("coordinator: watch pool %q: %w", pool, context.Cause(ctx))
+	case !ok:
+		return nil, RetryFeedWatch, fmt.Errorf("coordinator: watch pool %q: the watch closed before etcd registered it", pool)
+	case wr.Err() != nil:
+		return nil, RetryFeedWatch, wr.Err()
+	}
+	return events, "", nil
+}
+
+// followFeed applies watch events until the watch breaks.
+func (c *Coordinator) followFeed(pool string, f *poolFeed, events clientv3.WatchChan) {
+	for wr := range events {
 		if err := wr.Err(); err != nil {
 			if etcdclient.IsPermanent(err) {
 				f.fail(fmt.Errorf("coordinator: watch pool %q (%s): %w", pool, c.k.pool(pool), err))
