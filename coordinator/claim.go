@@ -123,7 +123,7 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 
 // backOff sleeps after the second failed try of a claim: contention, or a
 // compare the state cannot explain, is waited out with jitter, not spun on.
-func (c *Coordinator) backOff(ctx context.Context, pool string, failed int, b interface{ NextBackOff() time.Duration }) {
+func (c *Coordinator) backOff(ctx context.Context, pool string, failed int, b backoffs) {
 	if failed <= 2 {
 		return
 	}

@@ -208,27 +208,31 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 	defer f.fail(fmt.Errorf("%w: coordinator closed while waiting on pool %q", ErrClosed, pool))
 	for b := waitRetry.Backoff(); ctx.Err() == nil; {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		events, op, err := c.openFeed(wctx, pool)
+		op := RetryFeedWatch
+		events, err := c.openFeed(wctx, pool)
 		var resp *clientv3.GetResponse
 		if err == nil {
 			op = RetryFeedRead
 			resp, err = c.getPool(ctx, pool)
 		}
-		if etcdclient.IsPermanent(err) {
-			cancel()
-			f.fail(fmt.Errorf("coordinator: read pool %q (%s): %w", pool, c.k.pool(pool), err))
-			return
+		if err == nil {
+			b.Reset()
+			f.update(true, nil, f.owned(func(st *poolState) { st.load(resp.Header.Revision, resp.Kvs) }))
+			op, err = "", c.followFeed(pool, f, events)
+			f.update(false, nil, nil)
 		}
-		if err != nil {
-			cancel()
-			c.pause(ctx, nil, b, pool, op, err)
-			continue
-		}
-		b.Reset()
-		f.update(true, nil, f.owned(func(st *poolState) { st.load(resp.Header.Revision, resp.Kvs) }))
-		c.followFeed(pool, f, events)
 		cancel()
-		f.update(false, nil, nil)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case etcdclient.IsPermanent(err):
+			f.fail(fmt.Errorf("coordinator: follow pool %q (%s): %w", pool, c.k.pool(pool), err))
+			return
+		case op == "":
+			c.retried(pool, RetryFeedWatch, 0, err) // a watch that broke is re-opened at once
+		default:
+			c.pause(ctx, nil, b, pool, op, err)
+		}
 	}
 }
 
@@ -241,30 +245,26 @@ func (c *Coordinator) runFeed(ctx context.Context, pool string, f *poolFeed) {
 // (watchResyncPeriod): a write that falls between the read and the watch,
 // such as the waiter's own queue key, would reach the feed up to 100 ms
 // late, and the seat it could take would sit idle meanwhile.
-func (c *Coordinator) openFeed(ctx context.Context, pool string) (clientv3.WatchChan, string, error) {
+func (c *Coordinator) openFeed(ctx context.Context, pool string) (clientv3.WatchChan, error) {
 	events := c.cli.Watch(ctx, c.k.pool(pool), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	wr, ok := <-events
 	switch {
 	case !ok && ctx.Err() != nil:
-		return nil, RetryFeedWatch, fmt.Errorf("coordinator: watch pool %q: %w", pool, context.Cause(ctx))
+		return nil, fmt.Errorf("coordinator: watch pool %q: %w", pool, context.Cause(ctx))
 	case !ok:
-		return nil, RetryFeedWatch, fmt.Errorf("coordinator: watch pool %q: the watch closed before etcd registered it", pool)
-	case wr.Err() != nil:
-		return nil, RetryFeedWatch, wr.Err()
+		return nil, fmt.Errorf("coordinator: watch pool %q: the watch closed before etcd registered it", pool)
 	}
-	return events, "", nil
+	return events, wr.Err()
 }
 
-// followFeed applies watch events until the watch breaks.
-func (c *Coordinator) followFeed(pool string, f *poolFeed, events clientv3.WatchChan) {
+// followFeed applies watch events until the watch breaks, and returns why
+// it broke.
+func (c *Coordinator) followFeed(pool string, f *poolFeed, events clientv3.WatchChan) error {
 	for wr := range events {
 		if err := wr.Err(); err != nil {
-			if etcdclient.IsPermanent(err) {
-				f.fail(fmt.Errorf("coordinator: watch pool %q (%s): %w", pool, c.k.pool(pool), err))
-			}
-			c.retried(pool, RetryFeedWatch, 0, err) // re-listed at once
-			return
+			return err
 		}
 		f.update(true, wr.Events, f.owned(func(st *poolState) { st.apply(wr.Events) }))
 	}
+	return fmt.Errorf("coordinator: watch pool %q closed", pool)
 }

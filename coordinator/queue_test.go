@@ -309,8 +309,10 @@ func TestCompactionWhileWaiting(t *testing.T) {
 // from the read's revision met the queue key, written in between, through
 // etcd's unsynced-watcher loop (every 100 ms), so the release found no
 // waiter and the seat sat idle until the feed caught up (about 40 % of
-// releases in BenchmarkReleaseToGrant). A miss is allowed in a few trials
-// for a machine that stalls longer than the pause below.
+// releases in BenchmarkReleaseToGrant). The 5 ms pause is not a
+// synchronisation but the allowance under test: the feed must have the key
+// within it, against up to 100 ms before. A miss is allowed in a few trials
+// for a machine that stalls longer than that.
 func TestReleaseHandsOffToNewWaiter(t *testing.T) {
 	m := &countingMetrics{}
 	c, cli := newCoord(t, coordinator.WithMetrics(m))

@@ -61,9 +61,12 @@ func (c *Coordinator) withRetry(ctx context.Context, s *Session, pool, op string
 	}
 }
 
+// backoffs yields the waits of a retry loop (retry.Policy.Backoff).
+type backoffs interface{ NextBackOff() time.Duration }
+
 // pause counts one retry of op on pool (retried), then waits b's next
 // backoff. It reports false when ctx or stop (nil: none) ended first.
-func (c *Coordinator) pause(ctx context.Context, stop <-chan struct{}, b interface{ NextBackOff() time.Duration }, pool, op string, cause error) bool {
+func (c *Coordinator) pause(ctx context.Context, stop <-chan struct{}, b backoffs, pool, op string, cause error) bool {
 	wait := b.NextBackOff()
 	c.retried(pool, op, wait, cause)
 	t := time.NewTimer(wait)
