@@ -6,6 +6,7 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -29,8 +30,24 @@ func Start(t testing.TB) *Cluster { return StartCluster(t, 1) }
 
 // StartCluster starts n members that form one cluster and stops them when the
 // test ends. Members run without fsync: tests trade durability for speed.
+// A port taken between its reservation and etcd's bind (by a test in another
+// package) is retried with fresh ports, up to three times.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := startCluster(t, n)
+		if err == nil {
+			t.Cleanup(c.Close)
+			return c
+		}
+		if !errors.Is(err, embedetcd.ErrAddrInUse) || attempt == 3 {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		t.Logf("etcdtest: %v; retrying with new ports", err)
+	}
+}
+
+func startCluster(t testing.TB, n int) (*Cluster, error) {
 	c := &Cluster{t: t, members: make([]*embedetcd.Server, n)}
 	var initial []string
 	for i := 0; i < n; i++ {
@@ -53,14 +70,17 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			errs <- err
 		}(i)
 	}
+	var first error
 	for i := 0; i < n; i++ {
-		if err := <-errs; err != nil {
-			c.Close()
-			t.Fatalf("etcdtest: %v", err)
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	t.Cleanup(c.Close)
-	return c
+	if first != nil {
+		c.Close()
+		return nil, first
+	}
+	return c, nil
 }
 
 // Endpoints lists the client URLs of all members, running or not.
