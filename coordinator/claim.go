@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"time"
 
@@ -46,17 +45,22 @@ func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts .
 	}
 	start := time.Now()
 	bctx, cancel := s.bind(ctx)
-	cl, err := c.claim(bctx, s, pool, claimRequest{opts: o, lease: s.Lease(), nonce: rand.Uint64()})
+	nonce := s.names.take()
+	cl, err := c.claim(bctx, s, pool, claimRequest{opts: o, lease: s.Lease(), nonce: nonce})
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
 		err = context.Cause(bctx) // the session ended: say so, not "context canceled"
 	}
 	cancel()
 	switch {
 	case err == nil:
+		cl.reusable.Store(true)
 		c.metrics.ClaimResult(pool, ResultGranted)
 		c.metrics.GrantWait(pool, time.Since(start))
 		c.log.Debug("seat claimed", "pool", pool, "seat", cl.seat, "token", cl.token, "lease", fmt.Sprintf("%x", s.Lease()))
 	case errors.Is(err, ErrNoSeat):
+		if !o.wait {
+			s.names.give(nonce) // it wrote nothing (names.go)
+		}
 		c.metrics.ClaimResult(pool, ResultNoSeat)
 	case ctx.Err() != nil:
 		c.metrics.ClaimResult(pool, ResultCanceled)

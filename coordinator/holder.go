@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -34,6 +35,8 @@ type Claim struct {
 	monOnce  sync.Once
 	stopMon  context.CancelFunc
 	stopSess func() bool // unregisters the session-end callback
+
+	reusable atomic.Bool // its name may be reused once released (names.go)
 }
 
 func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {

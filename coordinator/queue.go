@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -78,7 +79,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		if !errors.Is(err, errStepOut) {
 			return nil, err
 		}
-		req.nonce++ // a fresh queue key, at the back
+		req.nonce = rand.Uint64() // a fresh name, so a fresh queue key at the back; the old name is retired (names.go)
 	}
 }
 

@@ -100,6 +100,9 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			// committed and its answer was lost.
 			cl.lose(ErrReleased, "")
 			c.released(cl, next, resp)
+			if cl.reusable.CompareAndSwap(true, false) {
+				cl.sess.names.give(cl.rec.Nonce) // every key of its name is gone (names.go)
+			}
 			return nil
 		case err == nil:
 			cl.classify(ctx) // tell Err why the seat was already gone

@@ -58,6 +58,8 @@ type Session struct {
 	donec  chan struct{} // closed when the session is lost or closed
 	loopc  chan struct{} // closed when the keepalive loop has exited
 	once   sync.Once
+
+	names names // claim nonces to reuse (names.go)
 }
 
 // SessionOption configures a Session.
