@@ -45,6 +45,9 @@ func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req 
 	if err == nil && resp == nil {
 		err = s.lostErr()
 	}
+	if err != nil {
+		req.spoil() // the lost attempt may still hold keys of its name
+	}
 	switch {
 	case errors.Is(err, ErrSessionExpired):
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -45,22 +46,24 @@ func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts .
 	}
 	start := time.Now()
 	bctx, cancel := s.bind(ctx)
-	nonce := s.names.take()
-	cl, err := c.claim(bctx, s, pool, claimRequest{opts: o, lease: s.Lease(), nonce: nonce})
+	nonce, spoiled := s.names.take(), new(atomic.Bool)
+	cl, err := c.claim(bctx, s, pool, claimRequest{opts: o, lease: s.Lease(), nonce: nonce, spoiled: spoiled})
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
 		err = context.Cause(bctx) // the session ended: say so, not "context canceled"
 	}
 	cancel()
 	switch {
 	case err == nil:
-		cl.reusable.Store(true)
+		cl.reusable.Store(!spoiled.Load()) // given back at its release
+	case !spoiled.Load():
+		s.names.give(nonce) // nothing of it is left (names.go)
+	}
+	switch {
+	case err == nil:
 		c.metrics.ClaimResult(pool, ResultGranted)
 		c.metrics.GrantWait(pool, time.Since(start))
 		c.log.Debug("seat claimed", "pool", pool, "seat", cl.seat, "token", cl.token, "lease", fmt.Sprintf("%x", s.Lease()))
 	case errors.Is(err, ErrNoSeat):
-		if !o.wait {
-			s.names.give(nonce) // it wrote nothing (names.go)
-		}
 		c.metrics.ClaimResult(pool, ResultNoSeat)
 	case ctx.Err() != nil:
 		c.metrics.ClaimResult(pool, ResultCanceled)

@@ -127,6 +127,7 @@ func (c *Coordinator) dropWaiter(ctx context.Context, s *Session, pool string, r
 	if len(kvs) == 0 {
 		return nil
 	}
+	req.spoil() // the release below may leave the grant key (ErrNotHeld)
 	var g grantRecord
 	if json.Unmarshal(kvs[0].Value, &g) != nil {
 		_, err := c.cli.Delete(ctx, gkey)

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -59,9 +60,9 @@ func TestKeysDoNotGrowWithHistory(t *testing.T) {
 // and etcd keeps every deleted key in its index until a compaction, where
 // each range compare walks it. A session reuses the name of a claim that
 // ended cleanly (names.go), so many cycles create few distinct keys: here
-// direct claims, refusals and waiters granted by a hand-off, 40 rounds of
-// each, on a server that never compacts. With a new name per claim it
-// would be about 120 distinct seat keys and 40 queue keys.
+// direct claims, refusals, waiters that give up and waiters granted by a
+// hand-off, 40 rounds of each, on a server that never compacts. With a new
+// name per claim it would be about 80 distinct seat keys and 80 queue keys.
 func TestClaimNamesReused(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	c := testkit.Coordinator(t, cli, coordinator.WithPrefix("/names"))
@@ -76,6 +77,12 @@ func TestClaimNamesReused(t *testing.T) {
 		holder := mustClaim(t, ctx, c, s, "p")
 		if _, err := c.Claim(ctx, s, "p"); !errors.Is(err, coordinator.ErrNoSeat) {
 			t.Fatalf("claim on a full pool: %v, want ErrNoSeat", err)
+		}
+		gaveUp, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		_, err := c.Claim(gaveUp, s, "p", coordinator.WithWait())
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("waiter that gave up: %v, want the deadline", err)
 		}
 		granted := make(chan *coordinator.Claim, 1)
 		go func() {

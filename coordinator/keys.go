@@ -27,7 +27,8 @@ import (
 // Leases and nonces are 16 hex digits. Names never contain '/'.
 //
 // <claim> is the claimant's <lease>-<nonce>, the name of its queue and grant
-// keys too. A slot is held while a key exists under its prefix (slotPrefix),
+// keys too; a session reuses the nonce of a claim that ended cleanly
+// (names.go). A slot is held while a key exists under its prefix (slotPrefix),
 // and every claim keeps at most one there. Naming the key after the claim
 // lets one transaction delete a holder's slot keys and create the next
 // holder's in the same slots (a hand-off, see handoff.go): etcd refuses a

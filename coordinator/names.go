@@ -18,22 +18,23 @@ import (
 // of a reused key without walking its history.
 //
 // A name is reused only when nothing written under it is left and nothing
-// can still be written under it:
+// can still be written under it. Claim decides that when it returns:
 //
-//   - a claim that Claim returned, once its Release committed. That one
-//     txn deletes the seat, its slot keys and its grant key; the queue key
-//     went in the txn that granted the seat. An ambiguous attempt of the
-//     claim was settled by resolve before Claim returned: adopted, or made
-//     unable to apply by the fence.
-//   - a claim without WithWait that Claim refused with ErrNoSeat: it wrote
-//     nothing, and resolve settled any ambiguous attempt the same way.
+//   - a claim it returned is given back once its Release commits. That txn
+//     deletes the seat, its slot keys and its grant key; its queue key went
+//     in the txn that granted the seat.
+//   - a failed Claim gives its name back at once, unless something was left
+//     in doubt. Every place that may leave a key behind marks the request
+//     spoiled (claimRequest.spoil): an ambiguous txn that resolve could not
+//     settle, a queue key or waiting record whose delete failed, a seat
+//     granted to a waiter that had given up, a requeue under a new name.
+//     An ambiguous attempt that resolve did settle leaves nothing unknown:
+//     it was adopted, or the fence stops it from ever applying.
 //
-// Any other end retires the name: a claim that waited and gave up (its
-// queue key may still be being removed), a seat that was lost or
-// force-released, a requeue after stepping out of line, a resumed session.
-// A retired name is never reused; the next claim takes a random nonce.
-// Reuse never weakens a fence: every compare is on revisions, and a reused
-// key is created anew, at a new revision.
+// A spoiled name, a lost or force-released seat, and the names of a resumed
+// session are never reused; the next claim takes a random nonce. Reuse
+// never weakens a fence: every compare is on revisions, and a reused key is
+// created anew, at a new revision.
 type names struct {
 	mu   sync.Mutex
 	free []uint64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,6 +22,17 @@ type claimRequest struct {
 	// it (see grant.go): it writes the waiter's grant key, and it does not
 	// check that nobody is ahead, since the head is, and plans in order.
 	granted bool
+	// spoiled, shared by the copies of one Claim call's request, is set
+	// where keys of its name may be left behind: the name is then not
+	// reused (names.go). Nil for requests rebuilt from others' keys.
+	spoiled *atomic.Bool
+}
+
+// spoil marks the request's name as not reusable (names.go).
+func (r claimRequest) spoil() {
+	if r.spoiled != nil {
+		r.spoiled.Store(true)
+	}
 }
 
 // claimPlan is one claim transaction: compares and writes that together take

@@ -79,7 +79,10 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		if !errors.Is(err, errStepOut) {
 			return nil, err
 		}
-		req.nonce = rand.Uint64() // a fresh name, so a fresh queue key at the back; the old name is retired (names.go)
+		// A fresh name, so a fresh queue key at the back. Its waiting record
+		// keeps the first name, so neither is reused (names.go).
+		req.spoil()
+		req.nonce = rand.Uint64()
 	}
 }
 
@@ -191,6 +194,7 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 	ctx, cancel := s.bind(cctx) // a claimant never outlives its session
 	defer cancel()
 	if err := c.dropWaiter(ctx, s, pool, req); err != nil {
+		req.spoil() // its queue key may be left
 		c.log.Warn("remove queue key", "pool", pool, "key", req.queueKey, "err", err)
 		c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
 	}

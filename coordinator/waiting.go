@@ -192,6 +192,7 @@ type waitTracker struct {
 	o       claimOptions
 	lease   clientv3.LeaseID
 	key     string // the waiting key; one per claim, whatever its queue nonces
+	spoil   func() // marks the claim's name not reusable (names.go)
 	since   time.Time
 	cur     WaitStatus
 	has     bool       // cur was set
@@ -205,7 +206,7 @@ type waitTracker struct {
 
 func (c *Coordinator) newWaitTracker(s *Session, pool string, req claimRequest) *waitTracker {
 	return &waitTracker{c: c, s: s, pool: pool, o: req.opts, lease: req.lease,
-		key: c.k.waitingKey(pool, req.lease, req.nonce), since: time.Now().UTC()}
+		key: c.k.waitingKey(pool, req.lease, req.nonce), spoil: req.spoil, since: time.Now().UTC()}
 }
 
 // set records st as the claim's status and reports it if it changed.
@@ -324,6 +325,7 @@ func (w *waitTracker) end() {
 	if _, err := w.c.cli.Delete(ctx, w.key); err == nil || !w.s.live() {
 		return
 	}
+	w.spoil() // the record may outlive the claim
 	w.c.goBackground(func(bctx context.Context) {
 		_ = w.c.withRetry(bctx, w.s, w.pool, RetryWaiting, func() error {
 			rctx, cancel := context.WithTimeout(bctx, w.c.opts.timeout)
