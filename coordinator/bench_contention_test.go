@@ -26,9 +26,11 @@ import (
 // queue forms shows there.
 //
 // "compacted" compacts etcd after each round, as a production etcd's
-// auto-compaction does every few minutes; without it, every claim's range
-// compares walk the deleted keys of all earlier claims (README, Known
-// limits), and the rate falls from round to round.
+// auto-compaction does every few minutes. Without it, range compares walk
+// the deleted keys etcd still indexes: sessions reuse their claims' names
+// (names.go), but each round ends by cancelling the claims in flight, and
+// a claim cancelled mid-transaction retires its name (README, Known
+// limits).
 //
 //	go test -run XXX -bench Contention -benchtime 5x ./coordinator/
 func BenchmarkContention(b *testing.B) {
