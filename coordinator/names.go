@@ -26,7 +26,8 @@ import (
 //   - a failed Claim gives its name back at once, unless something was left
 //     in doubt. Every place that may leave a key behind marks the request
 //     spoiled (claimRequest.spoil): an ambiguous txn that resolve could not
-//     settle, a queue key or waiting record whose delete failed, a seat
+//     settle, a waiting record whose put failed (it may still land), a
+//     queue key or waiting record whose delete failed, a seat
 //     granted to a waiter that had given up, a requeue under a new name.
 //     An ambiguous attempt that resolve did settle leaves nothing unknown:
 //     it was adopted, or the fence stops it from ever applying.

@@ -273,6 +273,7 @@ func (w *waitTracker) refused(err error) {
 		w.c.log.Warn("cannot record a held-back waiter; it waits unrecorded", "pool", w.pool, "key", w.key, "err", err)
 		return
 	}
+	w.spoil() // the failed write may still land, after the record's delete
 	w.c.log.Debug("record held-back waiter", "pool", w.pool, "key", w.key, "err", err)
 }
 
