@@ -84,17 +84,8 @@ func TestClaimNamesReused(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("waiter that gave up: %v, want the deadline", err)
 		}
-		granted := make(chan *coordinator.Claim, 1)
-		go func() {
-			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait())
-			if err != nil {
-				t.Error(err)
-			}
-			granted <- cl
-		}()
-		for q, _ := c.Queue(ctx, "p"); len(q) == 0; q, _ = c.Queue(ctx, "p") {
-			time.Sleep(time.Millisecond)
-		}
+		granted := claimWaiting(t, ctx, c, s, "p")
+		waitQueued(t, c, "p", 1)
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -106,16 +97,17 @@ func TestClaimNamesReused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	end, err := cli.Get(ctx, "rev")
-	if err != nil {
+	// A key of the pool written last, so the history below ends with it.
+	end := c.Prefix() + "/pools/p/zz-end"
+	if _, err := cli.Put(ctx, end, ""); err != nil {
 		t.Fatal(err)
 	}
 	created := map[string]map[string]bool{}
 	wch := cli.Watch(ctx, c.Prefix()+"/pools/p/", clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
-	for rev := start.Header.Revision; rev < end.Header.Revision; {
-		wr := <-wch
-		if err := wr.Err(); err != nil {
-			t.Fatal(err)
+	for done := false; !done; {
+		wr, ok := <-wch
+		if !ok || wr.Err() != nil {
+			t.Fatalf("history watch ended: %v", wr.Err())
 		}
 		for _, ev := range wr.Events {
 			rest := strings.TrimPrefix(string(ev.Kv.Key), c.Prefix()+"/pools/p/")
@@ -124,7 +116,12 @@ func TestClaimNamesReused(t *testing.T) {
 				created[kind] = map[string]bool{}
 			}
 			created[kind][rest] = true
-			rev = ev.Kv.ModRevision
+			done = done || string(ev.Kv.Key) == end
+		}
+	}
+	for _, kind := range []string{"seats", "queue", "grants"} {
+		if len(created[kind]) == 0 {
+			t.Errorf("no %s key in the history: the rounds did not run as planned", kind)
 		}
 	}
 	for kind, keys := range created {

@@ -37,6 +37,20 @@ func (m *countingMetrics) SeatLost(_, reason string) {
 	v.(*atomic.Int64).Add(1)
 }
 
+// claimWaiting claims a seat with WithWait in the background and sends the
+// claim (nil on an error, which fails the test).
+func claimWaiting(t testing.TB, ctx context.Context, c *coordinator.Coordinator, s *coordinator.Session, pool string) <-chan *coordinator.Claim {
+	out := make(chan *coordinator.Claim, 1)
+	go func() {
+		cl, err := c.Claim(ctx, s, pool, coordinator.WithWait())
+		if err != nil {
+			t.Error(err)
+		}
+		out <- cl
+	}()
+	return out
+}
+
 // waitQueued polls until the pool's queue has n waiters.
 func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 	t.Helper()
@@ -323,14 +337,7 @@ func TestReleaseHandsOffToNewWaiter(t *testing.T) {
 	const trials, allowed = 20, 3
 	missed := 0
 	for range trials {
-		next := make(chan *coordinator.Claim, 1)
-		go func() {
-			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait())
-			if err != nil {
-				t.Error(err)
-			}
-			next <- cl
-		}()
+		next := claimWaiting(t, ctx, c, s, "p")
 		waitQueued(t, c, "p", 1)
 		time.Sleep(5 * time.Millisecond)
 		before := m.txns.Load()
