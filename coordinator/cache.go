@@ -49,6 +49,13 @@ var errNotLoaded = errors.New("coordinator: pool state not loaded")
 // exact reports whether a pool feed keeps the state whole and current.
 func (sh *sharedState) exact() bool { return sh.fed != nil && sh.fed.synced }
 
+// current is exact for a caller that does not hold sh.mu.
+func (sh *sharedState) current() bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.exact()
+}
+
 func (sh *sharedState) plan(req claimRequest) (*claimPlan, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -94,6 +94,14 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 		p, err := sh.plan(req)
 		switch {
 		case err == nil:
+		case req.opts.wait && waitable(err) && sh.current():
+			// A waiter queues on the feed's view without reading first.
+			// Queueing refuses nothing: once the waiter is head it plans
+			// on the feed, which wakes it on every change, so a seat a
+			// stale view missed is still taken. The read that a claim
+			// without wait makes before refusing would cost each waiter a
+			// whole-pool read for nothing.
+			return c.wait(ctx, s, pool, req)
 		case errors.Is(err, errNeedWhole) || !fresh:
 			// Read before refusing; and the whole pool when the free seat
 			// lies where a probe does not look.
