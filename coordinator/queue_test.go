@@ -60,6 +60,62 @@ func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 	})
 }
 
+// TestWaiterQueuesWithoutRead: while the pool's feed keeps this process's
+// view exact, a waiting claim that finds the pool full queues at once,
+// with its enqueue txn alone: no read of the pool first. (A claim without
+// wait still reads before it refuses.)
+func TestWaiterQueuesWithoutRead(t *testing.T) {
+	var txns, reads atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		switch r := req.(type) {
+		case *pb.TxnRequest:
+			txns.Add(1)
+		case *pb.RangeRequest:
+			if len(r.RangeEnd) > 0 {
+				reads.Add(1)
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli := newObservedClient(t, shared.Endpoint(), count)
+	prefix := fmt.Sprintf("/noread/%d", time.Now().UnixNano())
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
+	other := testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	first := claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	waitQueued(t, other, "p", 1)
+	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
+	s := testkit.Session(t, cli, 30*time.Second)
+
+	txns.Store(0)
+	reads.Store(0)
+	second := claimWaiting(t, ctx, c, s, "p")
+	waitQueued(t, other, "p", 2)
+	if n := reads.Load(); n != 0 {
+		t.Errorf("a waiter read the pool %d times before it queued; want 0 (the feed's view is exact)", n)
+	}
+	if n := txns.Load(); n != 1 {
+		t.Errorf("a waiter sent %d txns to queue; want 1, its enqueue", n)
+	}
+
+	// And it is served: both waiters, in order.
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := <-first
+	if cl == nil {
+		t.Fatal("first waiter not granted")
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cl := <-second; cl == nil || cl.Seat() != 0 {
+		t.Fatalf("second waiter: %v", cl)
+	}
+}
+
 func TestWaitersAreServedFIFO(t *testing.T) {
 	c, cli := newCoord(t)
 	ctx := testkit.Ctx(t, 60*time.Second)

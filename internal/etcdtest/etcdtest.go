@@ -47,6 +47,10 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 }
 
+// freeAddr reserves a loopback address for a member; a variable so that a
+// test can hand out a taken one.
+var freeAddr = testkit.FreeAddr
+
 func startCluster(t testing.TB, n int) (*Cluster, error) {
 	c := &Cluster{t: t, members: make([]*embedetcd.Server, n)}
 	var initial []string
@@ -54,8 +58,8 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 		cfg := embedetcd.Config{
 			Name:       fmt.Sprintf("m%d", i),
 			Dir:        t.TempDir(),
-			ClientAddr: testkit.FreeAddr(t),
-			PeerAddr:   testkit.FreeAddr(t),
+			ClientAddr: freeAddr(t),
+			PeerAddr:   freeAddr(t),
 			NoFsync:    true,
 		}
 		initial = append(initial, cfg.Name+"=http://"+cfg.PeerAddr)

@@ -2,9 +2,41 @@ package etcdtest
 
 import (
 	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
+
+// TestStartRetriesATakenPort: a member whose reserved port was taken before
+// etcd bound it is started again on fresh ports, not failed (the CI failure
+// of TestAPILoadTwoReplicasOneKilled).
+func TestStartRetriesATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var calls atomic.Int32
+	freeAddr = func(t testing.TB) string {
+		if calls.Add(1) == 1 {
+			return taken.Addr().String() // the first member's client port
+		}
+		return testkit.FreeAddr(t)
+	}
+	defer func() { freeAddr = testkit.FreeAddr }()
+	cli := Start(t).Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 4 {
+		t.Errorf("reserved %d addresses, want 4: two per attempt, one retry", n)
+	}
+}
 
 func TestThreeMemberClusterSurvivesLeaderStop(t *testing.T) {
 	c := StartCluster(t, 3)
