@@ -26,6 +26,10 @@ type sharedState struct {
 	// handing is set while a release of this process hands its seat over
 	// (handoff.go); the releases meanwhile only free their seats.
 	handing bool
+	// aiming counts, per seat, this process's claim txns in flight that
+	// chose it, so that concurrent claimants choose different free seats
+	// (freeSlot) rather than collide on the one each saw free.
+	aiming map[int]int
 }
 
 func (c *Coordinator) shared(pool string) *sharedState {
@@ -62,11 +66,31 @@ func (sh *sharedState) plan(req claimRequest) (*claimPlan, error) {
 	if sh.st.rev == 0 {
 		return nil, errNotLoaded
 	}
+	sh.st.busy = sh.aiming
 	p, err := sh.st.plan(req)
-	if p != nil {
+	sh.st.busy = nil
+	if err == nil {
 		p.probe = !sh.exact()
+		if sh.aiming == nil {
+			sh.aiming = map[int]int{}
+		}
+		sh.aiming[p.seat]++
+		p.aimed = true
 	}
 	return p, err
+}
+
+// landed ends the count of p's seat in aiming once p's txn has returned.
+func (sh *sharedState) landed(p *claimPlan) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !p.aimed {
+		return
+	}
+	p.aimed = false
+	if sh.aiming[p.seat]--; sh.aiming[p.seat] == 0 {
+		delete(sh.aiming, p.seat)
+	}
 }
 
 // refreshShared reads the pool into the shared state: a probe for req

@@ -102,6 +102,11 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 			// without wait makes before refusing would cost each waiter a
 			// whole-pool read for nothing.
 			return c.wait(ctx, s, pool, req)
+		case errors.Is(err, errSeatsBusy):
+			// Every free seat is being claimed by a txn of this process in
+			// flight: queue rather than collide with one of them. If one
+			// fails, its seat is still free in the view the head plans on.
+			return c.wait(ctx, s, pool, req)
 		case errors.Is(err, errNeedWhole) || !fresh:
 			// Read before refusing; and the whole pool when the free seat
 			// lies where a probe does not look.
@@ -123,6 +128,7 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 			return nil, err
 		}
 		cl, resp, err := c.commit(ctx, s, pool, req, p)
+		sh.landed(p)
 		if err != nil {
 			return nil, err
 		}

@@ -48,10 +48,18 @@ type claimPlan struct {
 	// grants are the nested txns by which the head grants seats to the
 	// waiters behind it in the same transaction (see grant.go).
 	grants []clientv3.Op
+	// aimed says the plan's seat is counted in sharedState.aiming until
+	// its txn returns.
+	aimed bool
 	// probe says the txn's Else branch reads a probe for the claimant
 	// (probe.go) rather than the whole pool.
 	probe bool
 }
+
+// errSeatsBusy tells a claimant that may wait that every free seat it sees
+// is being claimed by another claim txn of this process in flight: it
+// queues rather than send a txn that would collide with one of them.
+var errSeatsBusy = errors.New("coordinator: every free seat is being claimed in this process")
 
 // errNotHead is returned to a queued waiter that is not first in line.
 var errNotHead = errors.New("coordinator: not first in queue")
@@ -99,6 +107,9 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 		return nil, err
 	}
 	seat, cmps, err := s.takeSlot(s.seatSet())
+	if err == nil && s.busy[seat] > 0 && req.opts.wait && req.queueKey == "" {
+		return nil, errSeatsBusy
+	}
 	if errors.Is(err, errSetFull) {
 		return nil, &NoSeatError{Pool: s.pool, Reason: WaitPoolFull,
 			Detail: fmt.Sprintf("pool %q holds %d of %d", s.pool, s.heldSeats(), s.spec.Capacity)}
@@ -301,6 +312,9 @@ type slotSet struct {
 	count  int           // held slots in all, seen or not
 	from   int           // every held slot at or above this one is in held
 	high   bool          // a slot at or above limit is held
+	// busy counts, per slot, the claim txns of this process in flight
+	// that chose it (sharedState.aiming); nil but for the pool's seats.
+	busy map[int]int
 }
 
 // wholeSet is a set the state saw whole.
@@ -312,7 +326,7 @@ func wholeSet(prefix string, limit int, held map[int]int64) slotSet {
 // (a probe, probe.go).
 func (s *poolState) seatSet() slotSet {
 	return slotSet{prefix: s.k.seats(s.pool), limit: s.spec.Capacity, held: s.seatRevs,
-		count: s.heldSeats(), from: s.seatsFrom, high: s.seatsAbove > 0}
+		count: s.heldSeats(), from: s.seatsFrom, high: s.seatsAbove > 0, busy: s.busy}
 }
 
 var (
@@ -370,17 +384,27 @@ const slotSpread = 16
 // release records keyed by them) stay within the peak number held plus
 // slotSpread; and it picks at random in the top of that window first,
 // where free slots gather, so that concurrent claimants working from the
-// same state rarely collide. The caller has checked that fewer than limit
-// slots are held, so the window has a free slot; it is false only when
-// that slot lies below set.from, where the state saw nothing.
+// same state rarely collide. Claimants of this process never collide
+// while a free slot is not busy: it picks a busy one only when every free
+// slot is. The caller has checked that fewer than limit slots are held,
+// so the window has a free slot; it is false only when that slot lies
+// below set.from, where the state saw nothing.
 func freeSlot(set slotSet) (int, bool) {
+	if n, ok := pickSlot(set, func(n int) bool { return set.busy[n] == 0 }); ok {
+		return n, true
+	}
+	return pickSlot(set, func(int) bool { return true })
+}
+
+// pickSlot is freeSlot among the free slots that also satisfy want.
+func pickSlot(set slotSet, want func(int) bool) (int, bool) {
 	window := min(set.limit, set.count+slotSpread)
 	from := max(0, set.from)
 	lo := max(window-slotSpread, from)
 	if lo >= window {
 		return 0, false
 	}
-	free := func(n int) bool { _, taken := set.held[n]; return !taken }
+	free := func(n int) bool { _, taken := set.held[n]; return !taken && want(n) }
 	for i := range 16 {
 		n := from + rand.IntN(window-from)
 		if i < 8 {
