@@ -21,8 +21,11 @@ import (
 )
 
 // The chaos test's claimants are real processes: this test binary started
-// with claimantEnv set. Each claims with wait, holds for a moment while
-// making writes fenced by its token, releases, and again. It reports on
+// with claimantEnv set. Each runs Workers claimants (sessions) on one
+// Coordinator, so that what a process shares between its claimants (the
+// pool feed, hand-offs between them, seats steered apart) meets the faults
+// too. Each claims with wait, holds for a moment while making writes fenced
+// by its token, releases, and again. It reports on
 // stdout, as JSON lines, what the checkers need and only it can see: when
 // each successful txn was sent, each grant, and when each claim's Done was
 // observed to close, and why.
@@ -36,6 +39,7 @@ type claimantConfig struct {
 	Pool      string        `json:"pool"`
 	TTL       time.Duration `json:"ttl"`
 	Fenced    string        `json:"fenced"` // prefix of the fenced downstream keys
+	Workers   int           `json:"workers"`
 }
 
 // claimantEvent is one line of a claimant's report.
@@ -113,10 +117,26 @@ func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
 		return err
 	}
 	defer c.Close()
+	var wg sync.WaitGroup
+	for w := range max(cfg.Workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(ctx, c, cli, fmt.Sprintf("%s.%d", cfg.ID, w), cfg, rep)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// work is one claimant of the process: a session, renewed when it ends, and
+// holdOnce until ctx ends.
+func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, holder string, cfg claimantConfig, rep *reporter) {
 	var s *coordinator.Session
 	for ctx.Err() == nil {
 		if s == nil || s.Err() != nil {
 			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			var err error
 			s, err = coordinator.NewSession(sctx, cli, coordinator.WithTTL(cfg.TTL))
 			cancel()
 			if err != nil {
@@ -125,20 +145,19 @@ func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
 				continue
 			}
 		}
-		holdOnce(ctx, c, cli, s, cfg, rep)
+		holdOnce(ctx, c, cli, s, holder, cfg, rep)
 	}
 	if s != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_ = s.Close(cctx)
 	}
-	return nil
 }
 
 // holdOnce claims, holds for up to 200 ms making fenced writes every 20 ms
 // while Done is open, and releases.
-func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, cfg claimantConfig, rep *reporter) {
-	cl, err := c.Claim(ctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(cfg.ID))
+func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, holder string, cfg claimantConfig, rep *reporter) {
+	cl, err := c.Claim(ctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(holder))
 	if err != nil {
 		time.Sleep(20 * time.Millisecond)
 		return

@@ -22,7 +22,8 @@ import (
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
-// TestChaos runs claimant processes against a 3-member etcd cluster of
+// TestChaos runs claimant processes (six, of two claimants each, sharing
+// the process's Coordinator) against a 3-member etcd cluster of
 // member processes while a nemesis kills and pauses etcd members and
 // claimants, cuts claimants off, compacts, and changes capacity. Then the
 // checkers replay etcd's history and the claimants' reports:
@@ -57,7 +58,9 @@ const (
 	// each member's timeout from [timeout, 2 × timeout).
 	chaosElectionMax = 2 * chaosElection
 	chaosPrefix      = "/chaos"
-	chaosFenced      = "/chaos-fenced/"
+	// chaosWorkers is the claimants (sessions) in each claimant process.
+	chaosWorkers = 2
+	chaosFenced  = "/chaos-fenced/"
 )
 
 type chaos struct {
@@ -121,7 +124,8 @@ func (ch *chaos) spawn() {
 		cp.proxies = append(cp.proxies, p)
 		eps = append(eps, p.URL())
 	}
-	cfg, _ := json.Marshal(claimantConfig{ID: id, Endpoints: eps, Prefix: chaosPrefix, Pool: "p", TTL: chaosTTL, Fenced: chaosFenced})
+	cfg, _ := json.Marshal(claimantConfig{ID: id, Endpoints: eps, Prefix: chaosPrefix, Pool: "p", TTL: chaosTTL, Fenced: chaosFenced,
+		Workers: chaosWorkers})
 	cp.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	cp.cmd.Env = append(os.Environ(), claimantEnv+"="+string(cfg))
 	cp.cmd.Stderr = os.Stderr
