@@ -60,10 +60,14 @@
 //
 // An uncontended claim with a warm cache is one round trip. A first claim,
 // and a failed claim's Else branch, read a probe of the pool (probe.go): what
-// that claim plans from, tens of keys, not every seat. Waiters queue in
-// arrival order. While a process has waiters on a pool, one pool feed keeps
-// its view exact (feed.go); each waiter sleeps until the key of the waiter
-// ahead or its own grant key changes, so a release wakes one waiter. The
+// that claim plans from, tens of keys, not every seat. Claimants of one
+// process choose different free seats: a seat that a claim txn of the
+// process in flight chose is picked only when every free seat is, and a
+// claimant that may wait queues then instead (plan.go, cache.go). Waiters
+// queue in arrival order. While a process has waiters on a pool, one pool
+// feed keeps its view exact (feed.go), and a new waiter queues on that view
+// without reading the pool first; each waiter sleeps until the key of the
+// waiter ahead or its own grant key changes, so a release wakes one waiter. The
 // head grants free seats to itself and, in the same txn, to the waiters
 // behind it in order, each grant a nested txn that re-checks that waiter's
 // queue key, fence and slots (grant.go). A release made while others wait
@@ -109,10 +113,13 @@
 //
 // # History
 //
-// Seat, slot and queue keys are new keys for each claim, and the range
-// compares of every claim walk the keys etcd has deleted but not yet
-// compacted: run etcd with auto-compaction (README, Known limits), or the
-// cost of a claim grows with the claims made since the last compaction.
+// The range compares of every claim walk the keys etcd has deleted but not
+// yet compacted. Keys are named after their claim, and a session reuses
+// the names of its claims that ended cleanly (names.go), so those deleted
+// keys stay bounded by the sessions that used a range; names left in doubt
+// (an ambiguous txn not settled, a failed cleanup) are not reused and add
+// up until etcd compacts. Run etcd with auto-compaction all the same
+// (README, Known limits).
 //
 // # Errors
 //
