@@ -3,6 +3,8 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,82 @@ func TestClaimNamesReused(t *testing.T) {
 		if (kind == "seats" || kind == "queue" || kind == "grants") && len(keys) > 4 {
 			t.Errorf("%d distinct %s keys after 40 rounds by one session; want at most 4 (names reused)", len(keys), kind)
 		}
+	}
+}
+
+// TestNameInDoubtNotReused: a waiter that gives up while etcd is cut off
+// cannot delete its queue key; the key outlives the Claim, and the reap
+// that removes it later deletes by name. So that name must never be given
+// to the session's next claim, whose keys the late delete would hit: the
+// next claim gets a fresh name.
+func TestNameInDoubtNotReused(t *testing.T) {
+	p := etcdtest.NewProxy(t, shared.Endpoint())
+	cli := testkit.Client(t, p.URL())
+	prefix := fmt.Sprintf("/doubt/%d", time.Now().UnixNano())
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix), coordinator.WithCleanupTimeout(300*time.Millisecond))
+	direct := newClient(t)
+	other := testkit.Coordinator(t, direct, coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, other, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := mustClaim(t, ctx, other, testkit.Session(t, direct, 30*time.Second), "p")
+	s := testkit.Session(t, cli, 30*time.Second)
+	names := func(seg string) []string {
+		resp, err := direct.Get(ctx, prefix+"/pools/p/"+seg+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, kv := range resp.Kvs {
+			out = append(out, path.Base(string(kv.Key)))
+		}
+		return out
+	}
+
+	// A clean give-up first: its name comes back (TestClaimNamesReused),
+	// so the check below is not passed by a session that never reuses.
+	gaveUp, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if _, err := c.Claim(gaveUp, s, "p", coordinator.WithWait()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiter that gave up: %v", err)
+	}
+	cancel()
+	waitCtx, giveUp := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(waitCtx, s, "p", coordinator.WithWait())
+		waited <- err
+	}()
+	waitQueued(t, other, "p", 1)
+	queued := names("queue")
+	clean := queued[0]
+
+	// Now give up while cut off: the queue key's delete cannot reach etcd.
+	giveUp()
+	<-waited
+	waitCtx, giveUp = context.WithCancel(ctx)
+	defer giveUp()
+	go func() {
+		_, err := c.Claim(waitCtx, s, "p", coordinator.WithWait())
+		waited <- err
+	}()
+	waitQueued(t, other, "p", 1)
+	if q := names("queue"); len(q) != 1 || q[0] != clean {
+		t.Fatalf("queue %v: the session did not reuse the name %s of a claim that ended cleanly", q, clean)
+	}
+	p.Blackhole()
+	giveUp()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter that gave up while cut off: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // past the 300 ms its queue key's delete may take
+	p.Restore()
+	testkit.Eventually(t, 20*time.Second, "the reap removes the queue key", func() bool { return len(names("queue")) == 0 })
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := mustClaim(t, ctx, c, s, "p")
+	defer next.Release(ctx)
+	if seats := names("seats/0000000"); len(seats) != 1 || seats[0] == clean {
+		t.Fatalf("seat keys %v: the next claim took the name %s, left in doubt by a waiter cut off from etcd", seats, clean)
 	}
 }
