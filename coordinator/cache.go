@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -121,12 +122,19 @@ func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string,
 	if err != nil {
 		return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
 	}
+	sh.takeProbe(resp.Header.Revision, resp.Responses, req.lease)
+	return nil
+}
+
+// takeProbe loads a probe read at rev by the claimant of lease into the
+// shared state, unless a feed synced meanwhile: its state is whole and
+// newer, and the probe would replace it with a part.
+func (sh *sharedState) takeProbe(rev int64, resps []*pb.ResponseOp, lease clientv3.LeaseID) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !sh.exact() { // a feed synced meanwhile: its state is whole and newer
-		sh.st.loadProbe(resp.Header.Revision, resp.Responses, req.lease)
+	if !sh.exact() {
+		sh.st.loadProbe(rev, resps, lease)
 	}
-	return nil
 }
 
 // absorb folds a claim txn's outcome into a state: the Else read on
