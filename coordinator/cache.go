@@ -67,9 +67,8 @@ func (sh *sharedState) plan(req claimRequest) (*claimPlan, error) {
 	if sh.st.rev == 0 {
 		return nil, errNotLoaded
 	}
-	sh.st.busy = sh.aiming
+	req.busy = sh.aiming
 	p, err := sh.st.plan(req)
-	sh.st.busy = nil
 	if err == nil {
 		p.probe = !sh.exact()
 		if sh.aiming == nil {

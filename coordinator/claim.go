@@ -94,18 +94,15 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 		p, err := sh.plan(req)
 		switch {
 		case err == nil:
-		case req.opts.wait && waitable(err) && sh.current():
-			// A waiter queues on the feed's view without reading first.
-			// Queueing refuses nothing: once the waiter is head it plans
-			// on the feed, which wakes it on every change, so a seat a
-			// stale view missed is still taken. The read that a claim
+		case errors.Is(err, errSeatsBusy) || req.opts.wait && waitable(err) && sh.current():
+			// A waiter queues without reading first when every free seat
+			// is being claimed by a txn of this process in flight, or when
+			// the feed keeps the view exact. Queueing refuses nothing: once
+			// the waiter is head it plans on the feed, which wakes it on
+			// every change, so a seat a stale view missed, or a claim in
+			// flight failed to take, is still taken. The read that a claim
 			// without wait makes before refusing would cost each waiter a
 			// whole-pool read for nothing.
-			return c.wait(ctx, s, pool, req)
-		case errors.Is(err, errSeatsBusy):
-			// Every free seat is being claimed by a txn of this process in
-			// flight: queue rather than collide with one of them. If one
-			// fails, its seat is still free in the view the head plans on.
 			return c.wait(ctx, s, pool, req)
 		case errors.Is(err, errNeedWhole) || !fresh:
 			// Read before refusing; and the whole pool when the free seat

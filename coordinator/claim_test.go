@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -99,4 +100,60 @@ func TestClaimReleaseCycle(t *testing.T) {
 		t.Fatalf("status %+v %v", st, err)
 	}
 	_ = c2
+}
+
+// TestWaiterQueuesBehindClaimInFlight: a claimant that may wait, finding
+// the only free seat chosen by a claim txn of its process still in
+// flight, queues without a claim txn of its own (which could only
+// collide), and is served once that seat is released.
+func TestWaiterQueuesBehindClaimInFlight(t *testing.T) {
+	m := &countingMetrics{}
+	p := etcdtest.NewProxy(t, shared.Endpoint())
+	cli := testkit.Client(t, p.URL())
+	prefix := fmt.Sprintf("/inflight/%d", time.Now().UnixNano())
+	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m), coordinator.WithPrefix(prefix))
+	other := testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, other, "p", coordinator.PoolSpec{Capacity: 1})
+	first, second := testkit.Session(t, cli, 30*time.Second), testkit.Session(t, cli, 30*time.Second)
+	for _, s := range []*coordinator.Session{first, second} { // load the pool and each fence
+		if err := mustClaim(t, ctx, c, s, "p").Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := m.txns.Load()
+
+	p.HoldResponses() // the first claim's txn stays in flight
+	held := make(chan *coordinator.Claim, 1)
+	go func() {
+		cl, err := c.Claim(ctx, first, "p")
+		if err != nil {
+			t.Error(err)
+		}
+		held <- cl
+	}()
+	testkit.Eventually(t, 10*time.Second, "first claim txn sent", func() bool { return m.txns.Load() == before+1 })
+	waiter := claimWaiting(t, ctx, c, second, "p")
+	// Its enqueue reaches etcd through the held proxy; a claim txn of its
+	// own would be counted.
+	testkit.Eventually(t, 10*time.Second, "the waiter queued or sent a claim txn", func() bool {
+		q, err := other.Queue(ctx, "p")
+		return err == nil && len(q) == 1 || m.txns.Load() > before+1
+	})
+	if n := m.txns.Load() - before; n != 1 {
+		t.Errorf("%d claim txns; want 1: the waiter queues behind the claim in flight rather than collide with it", n)
+	}
+	p.Deliver()
+	holder := <-held
+	if holder == nil {
+		t.FailNow()
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cl := <-waiter; cl == nil {
+		t.Fatal("the waiter was not served")
+	} else if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

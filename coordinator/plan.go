@@ -22,6 +22,10 @@ type claimRequest struct {
 	// it (see grant.go): it writes the waiter's grant key, and it does not
 	// check that nobody is ahead, since the head is, and plans in order.
 	granted bool
+	// busy counts, per seat, this process's claim txns in flight that
+	// chose it (sharedState.aiming): set for a claim planned on the shared
+	// state, read under its lock; nil for the others.
+	busy map[int]int
 	// spoiled, shared by the copies of one Claim call's request, is set
 	// where keys of its name may be left behind: the name is then not
 	// reused (names.go). Nil for requests rebuilt from others' keys.
@@ -106,8 +110,10 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	if err := s.planQueue(p, req); err != nil {
 		return nil, err
 	}
-	seat, cmps, err := s.takeSlot(s.seatSet())
-	if err == nil && s.busy[seat] > 0 && req.opts.wait && req.queueKey == "" {
+	seats := s.seatSet()
+	seats.busy = req.busy
+	seat, cmps, err := s.takeSlot(seats)
+	if err == nil && req.busy[seat] > 0 && req.opts.wait {
 		return nil, errSeatsBusy
 	}
 	if errors.Is(err, errSetFull) {
@@ -312,9 +318,7 @@ type slotSet struct {
 	count  int           // held slots in all, seen or not
 	from   int           // every held slot at or above this one is in held
 	high   bool          // a slot at or above limit is held
-	// busy counts, per slot, the claim txns of this process in flight
-	// that chose it (sharedState.aiming); nil but for the pool's seats.
-	busy map[int]int
+	busy   map[int]int   // claim txns in flight per slot (claimRequest.busy)
 }
 
 // wholeSet is a set the state saw whole.
@@ -326,7 +330,7 @@ func wholeSet(prefix string, limit int, held map[int]int64) slotSet {
 // (a probe, probe.go).
 func (s *poolState) seatSet() slotSet {
 	return slotSet{prefix: s.k.seats(s.pool), limit: s.spec.Capacity, held: s.seatRevs,
-		count: s.heldSeats(), from: s.seatsFrom, high: s.seatsAbove > 0, busy: s.busy}
+		count: s.heldSeats(), from: s.seatsFrom, high: s.seatsAbove > 0}
 }
 
 var (

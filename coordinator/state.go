@@ -40,12 +40,9 @@ type poolState struct {
 	// seatsAbove counts held seats at or above the capacity (after a
 	// shrink); kept on every change so that a plan is O(1) in held seats.
 	seatsAbove int
-	// busy is set, while the shared state plans, to the seats its claims
-	// in flight chose (sharedState.aiming); nil in snapshots.
-	busy      map[int]int
-	instances map[string]Instance
-	binds     map[string]map[int]int64 // instance -> slot -> create revision
-	tenants   map[string]map[int]int64 // tenant -> slot -> create revision
+	instances  map[string]Instance
+	binds      map[string]map[int]int64 // instance -> slot -> create revision
+	tenants    map[string]map[int]int64 // tenant -> slot -> create revision
 	// holders maps each held slot's prefix to the claim holding it, so that
 	// the delete of a claim's slot key never erases the next claim's key in
 	// the same slot (a hand-off writes both in one revision).
