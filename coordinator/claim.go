@@ -188,11 +188,17 @@ func (c *Coordinator) keepIfLive(cl *Claim) (*Claim, error) {
 	if s.live() {
 		return cl, nil
 	}
-	cl.lose(s.lostErr(), "")
+	return nil, c.giveUp(cl, s.lostErr(), "", ReasonExpired)
+}
+
+// giveUp closes cl's Done with err (and detail), releases its seat, fenced
+// by its token, in the background with reason, and returns cl's error.
+func (c *Coordinator) giveUp(cl *Claim, err error, detail, reason string) error {
+	cl.lose(err, detail)
 	c.goBackground(func(context.Context) {
 		ctx, cancel := c.cleanupCtx()
 		defer cancel()
-		_ = cl.release(ctx, releaseRecord{Reason: ReasonExpired, By: cl.rec.Holder, At: time.Now().UTC()})
+		_ = cl.release(ctx, releaseRecord{Reason: reason, By: cl.rec.Holder, At: time.Now().UTC()})
 	})
-	return nil, s.lostErr()
+	return cl.Err()
 }

@@ -18,7 +18,6 @@
 //	<root>/pools/<pool>/binds/<id>/<slot>/<claim>        instance slot; holder's lease
 //	<root>/pools/<pool>/tenants/<tenant>/<slot>/<claim>  tenant slot; holder's lease
 //	<root>/pools/<pool>/queue/<lease>-<nonce>     waiter JSON; waiter's lease
-//	<root>/pools/<pool>/grants/<lease>-<nonce>    seat granted to that waiter; its lease
 //	<root>/pools/<pool>/fences/<lease>            claim fence; claimant's lease
 //	<root>/pools/<pool>/released/<seat>           last release record; its holder's lease
 //	<root>/pools/<pool>/waiting/<lease>-<nonce>   held-back waiter JSON; its lease (waiting.go)
@@ -26,9 +25,10 @@
 // Seats and slots are 7-digit zero-padded numbers, so lexical order is
 // numeric order; names never contain '/'. <claim> is the holding claim's
 // <lease>-<nonce>; a slot is held while a key exists under <slot>/, and
-// holds at most one (every claim compares that range). Keys of the schema
-// before v0.3 (no <claim> segment) make claims fail with ErrForeignKey
-// naming them. A claim takes a seat number below
+// holds at most one (every claim compares that range). Keys of an older
+// schema (before v0.3, seat and slot keys without the <claim> segment;
+// before v0.4, grant keys, grants/<lease>-<nonce>) make claims fail with
+// ErrForeignKey naming them. A claim takes a seat number below
 // the number held plus 16, so the seat numbers in use stay within the peak
 // held plus 16. A release record is keyed by seat number and bound to the
 // lease of the holder it describes, so records go with their sessions: a
@@ -67,10 +67,11 @@
 // queue in arrival order. While a process has waiters on a pool, one pool
 // feed keeps its view exact (feed.go), and a new waiter queues on that view
 // without reading the pool first; each waiter sleeps until the key of the
-// waiter ahead or its own grant key changes, so a release wakes one waiter. The
+// waiter ahead or its own queue key changes, so a release wakes one waiter. The
 // head grants free seats to itself and, in the same txn, to the waiters
 // behind it in order, each grant a nested txn that re-checks that waiter's
-// queue key, fence and slots (grant.go). A release made while others wait
+// queue key, fence and slots, and writes its seat under its name, which is
+// how the waiter finds it (grant.go). A release made while others wait
 // hands the seat to the first of them in the release txn itself, by such a
 // nested grant (handoff.go). A waiter barred by its own tenant limit or
 // instance selector steps out of line instead of blocking the others (see

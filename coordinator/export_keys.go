@@ -22,8 +22,6 @@ const (
 	SegTenants = segTenants
 	// SegQueue holds waiter keys.
 	SegQueue = segQueue
-	// SegGrants holds grant keys.
-	SegGrants = segGrants
 	// SegFences holds claim fences.
 	SegFences = segFences
 	// SegReleased holds release records.
@@ -33,7 +31,7 @@ const (
 )
 
 // ClaimantSegments are the segments under a pool that a claimant writes.
-var ClaimantSegments = []string{segSeats, segBinds, segTenants, segQueue, segGrants, segFences, segReleased, segWaiting}
+var ClaimantSegments = []string{segSeats, segBinds, segTenants, segQueue, segFences, segReleased, segWaiting}
 
 // SlotWidth is the number of digits of a seat or slot number in a key.
 const SlotWidth = slotWidth
@@ -57,8 +55,9 @@ func SegPrefix(root, pool, seg string) string {
 // key exists under it, <prefix><lease>-<nonce> of the holding claim.
 func SeatPrefix(root, pool string, n int) string { return slotPrefix(keys{root: root}.seats(pool), n) }
 
-// IsOldSchema reports whether err, from ParseKey, says the key is a seat or
-// slot key of the schema before v0.3 (no claim segment).
+// IsOldSchema reports whether err, from ParseKey, says the key is one that
+// only an older etcdpool writes: a seat or slot key of the schema before
+// v0.3 (no claim segment), or a grant key (before v0.4).
 func IsOldSchema(err error) bool { return errors.Is(err, errOldSchema) }
 
 // HealthzKey returns the key poolagent reads in its /healthz probe.

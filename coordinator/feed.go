@@ -17,7 +17,7 @@ import (
 // resuming at a past revision; see openFeed). The head of the queue and
 // pre-waiters plan on snapshots of it, so a new head, or a second waiter
 // in the same process, starts without reading the pool. Other waiters do
-// not wake on it: each watches only the waiter ahead and its own grant key.
+// not wake on it: each watches only the waiter ahead and its own queue key.
 
 // poolFeed is the feed of one pool; its fields other than refs are guarded
 // by the shared state's mutex.

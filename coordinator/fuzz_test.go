@@ -27,8 +27,6 @@ func rebuild(k keys, pk parsedKey) string {
 		return k.tenant(pk.Pool, pk.Name, pk.Slot, pk.Claim)
 	case segQueue:
 		return k.queue(pk.Pool) + pk.Name
-	case segGrants:
-		return k.grant(pk.Pool, pk.Name)
 	case segFences:
 		return k.fence(pk.Pool, leaseOfHex(pk.Name))
 	}
@@ -42,7 +40,7 @@ func FuzzParseKey(f *testing.F) {
 	k := keys{root: DefaultPrefix}
 	for _, s := range []string{
 		k.spec("p"), k.instance("p", "bot-1"), k.seat("p", 7, cn), k.bind("p", "i", 0, cn), k.tenant("p", "acme", 3, cn),
-		k.grant("p", cn), "/etcdpool/pools/p/seats/0000007/" + cn + "/x", "/etcdpool/pools/p/seats/0000007",
+		"/etcdpool/pools/p/grants/" + cn, "/etcdpool/pools/p/seats/0000007/" + cn + "/x", "/etcdpool/pools/p/seats/0000007",
 		k.queueKey("p", 0x1234, 99), k.fence("p", clientv3.LeaseID(0xabc)), k.released("p", 9999999),
 		"/etcdpool/pools/p/seats/1", "/etcdpool/pools//spec", "/etcdpool/pools/p/seats/-000001", "/other/p/spec",
 	} {
@@ -106,15 +104,17 @@ func normal(s PoolSpec) PoolSpec {
 }
 
 // TestOldSchemaKeysAreNamed checks that seat and slot keys of the schema
-// before hand-offs are told apart from other foreign keys.
+// before hand-offs (v0.3), and grant keys (v0.4), are told apart from other
+// foreign keys.
 func TestOldSchemaKeysAreNamed(t *testing.T) {
 	k := keys{root: DefaultPrefix}
-	for _, key := range []string{k.seats("p") + "0000003", k.binds("p", "bot") + "0000000", k.tenants("p", "acme") + "0000001"} {
+	for _, key := range []string{k.seats("p") + "0000003", k.binds("p", "bot") + "0000000", k.tenants("p", "acme") + "0000001",
+		k.pool("p") + "grants/" + cn} {
 		if _, err := k.parse(key); !errors.Is(err, errOldSchema) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("parse(%q) = %v, want the old-schema error", key, err)
 		}
 	}
-	for _, key := range []string{k.seats("p") + "x", k.seat("p", 3, cn) + "/x", k.seats("p") + "0000003/zz"} {
+	for _, key := range []string{k.seats("p") + "x", k.seat("p", 3, cn) + "/x", k.seats("p") + "0000003/zz", k.pool("p") + "grants/x"} {
 		_, err := k.parse(key)
 		if err == nil || errors.Is(err, errOldSchema) {
 			t.Errorf("parse(%q) = %v, want a plain invalid-key error", key, err)

@@ -21,8 +21,10 @@ import (
 // a claim of that waiter would: its queue key (so its lease is alive and it
 // did not leave), its fence, and the chosen seat, tenant and instance slots.
 // A nested grant whose compares fail is simply not applied. A granted
-// waiter's queue key is deleted, and a grant key named after it is written
-// under its lease, with the seat; the waiter watches that one key.
+// waiter's seat key is written under its lease and named after it, like
+// every claim's (keys.go), and its queue key is deleted in the same txn:
+// the waiter's feed wakes it on that delete, and it finds its seat by its
+// own name (grantOf). There is no separate grant key.
 //
 // Order: the head plans for itself first, then for each waiter in arrival
 // order, on an exact snapshot, marking what each plan takes. A waiter that
@@ -95,45 +97,67 @@ func (s *poolState) assume(p *claimPlan) {
 	}
 }
 
-// holdsGrant reports whether the seat a grant key names is still held
-// under the grant's token in this exact snapshot.
-func (s *poolState) holdsGrant(kv *mvccpb.KeyValue) bool {
-	var g grantRecord
-	if json.Unmarshal(kv.Value, &g) != nil {
-		return false
-	}
-	seat := s.seats[g.Seat]
-	return seat != nil && seat.CreateRevision == kv.CreateRevision
+// grant is a seat granted to a waiter, as its process's view shows it.
+type grant struct {
+	kv   *mvccpb.KeyValue // the seat key; its create revision is the token
+	seat int
+	rec  seatRecord
+	err  error     // the seat's value does not decode
+	inst *Instance // the bound instance; nil if none, or gone from the view
 }
 
-// fromGrant turns a grant key written for this waiter into its Claim.
-func (c *Coordinator) fromGrant(s *Session, pool string, kv *mvccpb.KeyValue) (*Claim, error) {
-	var g grantRecord
-	if err := json.Unmarshal(kv.Value, &g); err != nil {
-		return nil, fmt.Errorf("coordinator: grant %q: %w", kv.Key, err)
+// grantOf returns the seat held under the claim name name, or nil. A
+// waiter's name is its claim's, so in a view at or after its enqueue this
+// is the seat granted to it: no earlier claim of that name has a key left
+// (names.go).
+func (s *poolState) grantOf(name string) *grant {
+	n, ok := s.claimed[name]
+	if !ok {
+		return nil
 	}
-	return c.keepIfLive(c.newClaim(s, pool, g.Seat, kv.CreateRevision, g.Record, g.Instance))
+	g := &grant{kv: s.seats[n], seat: n, rec: seatRecord{TenantSlot: -1, BindSlot: -1}}
+	if g.err = json.Unmarshal(g.kv.Value, &g.rec); g.err == nil && g.rec.Instance != "" {
+		if in, ok := s.instances[g.rec.Instance]; ok {
+			g.inst = &in
+		}
+	}
+	return g
+}
+
+// fromGrant turns the seat granted to this waiter into its Claim. A seat
+// it cannot hold (its value does not decode, or its instance went before
+// the waiter saw the grant) is released, fenced by its token.
+func (c *Coordinator) fromGrant(s *Session, pool string, g *grant) (*Claim, error) {
+	cl := c.newClaim(s, pool, g.seat, g.kv.CreateRevision, g.rec, g.inst)
+	switch {
+	case g.err != nil:
+		return nil, c.giveUp(cl, fmt.Errorf("coordinator: seat %q granted to this waiter: %w", g.kv.Key, g.err), "", ReasonUnknown)
+	case g.rec.Instance != "" && g.inst == nil:
+		return nil, c.giveUp(cl, ErrInstanceGone, g.rec.Instance, ReasonInstanceGone)
+	}
+	return c.keepIfLive(cl)
 }
 
 // dropWaiter removes a waiter that gave up: its queue key, and the seat if
-// the head granted it one meanwhile (released, fenced by its token).
+// the head or a release granted it one meanwhile (released, fenced by its
+// token). A grant deletes the queue key, so the pool's seats are read only
+// when the key is gone: when a grant raced the give-up.
 func (c *Coordinator) dropWaiter(ctx context.Context, s *Session, pool string, req claimRequest) error {
-	gkey := c.k.grant(pool, queueName(req.lease, req.nonce))
-	resp, err := c.cli.Txn(ctx).Then(clientv3.OpDelete(req.queueKey), clientv3.OpGet(gkey)).Commit()
-	if err != nil {
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)).
+		Then(clientv3.OpDelete(req.queueKey)).Else(clientv3.OpGet(c.k.seats(pool), clientv3.WithPrefix())).Commit()
+	if err != nil || resp.Succeeded {
 		return err
 	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		return nil
+	st := newPoolState(c.k, pool)
+	for _, kv := range rangeKvs(resp) {
+		st.put(kv)
 	}
-	req.spoil() // the release below may leave the grant key (ErrNotHeld)
-	var g grantRecord
-	if json.Unmarshal(kvs[0].Value, &g) != nil {
-		_, err := c.cli.Delete(ctx, gkey)
-		return err
+	g := st.grantOf(queueName(req.lease, req.nonce))
+	if g == nil {
+		return nil // it went with its lease, or someone removed it
 	}
-	cl := c.newClaim(s, pool, g.Seat, kvs[0].CreateRevision, g.Record, g.Instance)
+	req.spoil() // a failed release below leaves the seat's keys
+	cl := c.newClaim(s, pool, g.seat, g.kv.CreateRevision, g.rec, g.inst)
 	if err := cl.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
 		cl.lose(ErrClosed, "not taken") // unregisters it from the session
 		return err

@@ -13,7 +13,9 @@ import (
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/testkit"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
 // TestFreedSeatsAreGrantedTogether: when k seats free at once (a holder of k
@@ -194,4 +196,58 @@ func TestCloseEndsWaitingClaims(t *testing.T) {
 		t.Fatal("a waiting Claim did not end when its Coordinator was closed")
 	}
 	waitQueued(t, obs, "p", 0)
+}
+
+// TestGiveUpRacingGrant: a release hands the seat to a waiter, which gives
+// up before it sees the grant. Its dequeue finds its queue key gone, looks
+// for a seat under its own name, and releases it: nothing stays held under
+// the lease of a claimant that returned an error.
+func TestGiveUpRacingGrant(t *testing.T) {
+	var txns atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := req.(*pb.TxnRequest); ok {
+			txns.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	p := etcdtest.NewProxy(t, shared.Endpoint())
+	cli := newObservedClient(t, p.URL(), count)
+	prefix := fmt.Sprintf("/giveup/%d", time.Now().UnixNano())
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
+	other := testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, other, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	ws := testkit.Session(t, cli, 30*time.Second)
+	wctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(wctx, ws, "p", coordinator.WithWait(), coordinator.WithHolder("w"))
+		done <- err
+	}()
+	waitQueued(t, other, "p", 1)
+	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
+
+	p.HoldResponses() // from here the waiter's feed sees nothing
+	released := make(chan error, 1)
+	go func() { released <- holder.Release(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "the seat handed to the waiter", func() bool {
+		seats, err := other.Seats(ctx, "p")
+		return err == nil && len(seats) == 1 && seats[0].Holder == "w"
+	})
+	before := txns.Load()
+	giveUp()
+	testkit.Eventually(t, 10*time.Second, "the waiter's dequeue sent", func() bool { return txns.Load() > before })
+	p.Deliver()
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter that gave up: %v, want context.Canceled", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the seat granted to the waiter that gave up freed", func() bool {
+		seats, err := other.Seats(ctx, "p")
+		return err == nil && len(seats) == 0
+	})
 }

@@ -9,10 +9,10 @@ import (
 // release transaction grants the freed seat to the first waiter that may
 // take it, in a nested txn built like a grant by the head (grant.go): it
 // re-checks that waiter's queue key, fence and slots, writes the waiter's
-// seat, slot and grant keys under the waiter's lease and deletes its queue
-// key. The waiter learns of it from its grant key. So a seat passes from
-// holder to waiter in one transaction, instead of a release, a watch event
-// and the waiter's own claim txn.
+// seat and slot keys under the waiter's lease and deletes its queue key.
+// The waiter wakes on that delete and finds the seat by its name. So a
+// seat passes from holder to waiter in one transaction, instead of a
+// release, a watch event and the waiter's own claim txn.
 //
 // The seat and slots the release frees are reused in the same txn. That is
 // possible because each holder's keys are named after its claim (keys.go):

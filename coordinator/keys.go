@@ -17,7 +17,6 @@ import (
 //	<root>/pools/<pool>/binds/<instance>/<slot>/<claim>   instance slot, holder's lease
 //	<root>/pools/<pool>/tenants/<tenant>/<slot>/<claim>   tenant slot, holder's lease
 //	<root>/pools/<pool>/queue/<lease>-<nonce>      waiter (JSON), waiter's lease
-//	<root>/pools/<pool>/grants/<lease>-<nonce>     seat granted to that waiter, its lease
 //	<root>/pools/<pool>/fences/<lease>             claim fence, claimant's lease
 //	<root>/pools/<pool>/released/<seat>            last release record (JSON)
 //	<root>/pools/<pool>/waiting/<lease>-<nonce>    held-back waiter (JSON), its lease
@@ -26,8 +25,9 @@ import (
 // order is numeric order and "seats/1" is never a prefix of "seats/10".
 // Leases and nonces are 16 hex digits. Names never contain '/'.
 //
-// <claim> is the claimant's <lease>-<nonce>, the name of its queue and grant
-// keys too; a session reuses the nonce of a claim that ended cleanly
+// <claim> is the claimant's <lease>-<nonce>, the name of its queue key too,
+// which is how a waiter finds the seat granted to it (grant.go); a session
+// reuses the nonce of a claim that ended cleanly
 // (names.go). A slot is held while a key exists under its prefix (slotPrefix),
 // and every claim keeps at most one there. Naming the key after the claim
 // lets one transaction delete a holder's slot keys and create the next
@@ -48,7 +48,7 @@ const (
 	segBinds     = "binds"
 	segTenants   = "tenants"
 	segQueue     = "queue"
-	segGrants    = "grants"
+	segGrants    = "grants" // before v0.4 only; see errOldSchema
 	segFences    = "fences"
 	segReleased  = "released"
 	segWaiting   = "waiting" // see waiting.go; outside queue/, so no claim compares it
@@ -84,8 +84,6 @@ func (k keys) queue(p string) string      { return k.pool(p) + segQueue + "/" }
 func (k keys) queueKey(p string, lease clientv3.LeaseID, nonce uint64) string {
 	return k.queue(p) + queueName(lease, nonce)
 }
-func (k keys) grants(p string) string      { return k.pool(p) + segGrants + "/" }
-func (k keys) grant(p, name string) string { return k.grants(p) + name }
 func queueName(lease clientv3.LeaseID, nonce uint64) string {
 	return fmt.Sprintf("%016x-%016x", uint64(lease), nonce)
 }
@@ -110,9 +108,18 @@ type parsedKey struct {
 	Claim string // the holding claim's <lease>-<nonce>, for seat and slot keys
 }
 
-// errOldSchema marks a seat or slot key of the schema before hand-offs
-// (seats/<seat>, no claim segment), written by an etcdpool before v0.3.
-var errOldSchema = errors.New("key of the old schema (before v0.3)")
+// errOldSchema marks a key that an older etcdpool wrote and this one does
+// not: a seat or slot key without its claim segment (seats/<seat>, before
+// v0.3), or a grant key (grants/<lease>-<nonce>, before v0.4, when a waiter
+// learnt of its grant from a key of its own rather than from its seat).
+// Claims refuse to run beside one: an older etcdpool on the same pool
+// would wait for grants that this one does not write.
+var errOldSchema = errors.New("key of an older etcdpool's schema")
+
+// oldSchema returns the parse error of a key of an older schema.
+func oldSchema(key, what string) (parsedKey, error) {
+	return parsedKey{}, &InvalidError{Kind: ErrInvalid, Key: key, Reason: what, Cause: errOldSchema}
+}
 
 // parse splits a key built by keys. It rejects anything else, so that a
 // stray key written by hand is ignored rather than misread.
@@ -148,7 +155,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 		pk.Slot, err = parseSlot(args[0])
 	case segSeats:
 		if len(args) == 1 && parseOK(args[0]) {
-			return parsedKey{}, &InvalidError{Kind: ErrInvalid, Key: key, Reason: errOldSchema.Error(), Cause: errOldSchema}
+			return oldSchema(key, "seat key of the schema before v0.3")
 		}
 		if len(args) != 2 || !validHexName(args[1], true) {
 			return bad("bad seat")
@@ -157,14 +164,19 @@ func (k keys) parse(key string) (parsedKey, error) {
 		pk.Slot, err = parseSlot(args[0])
 	case segBinds, segTenants:
 		if len(args) == 2 && ValidateName(args[0]) == nil && parseOK(args[1]) {
-			return parsedKey{}, &InvalidError{Kind: ErrInvalid, Key: key, Reason: errOldSchema.Error(), Cause: errOldSchema}
+			return oldSchema(key, "slot key of the schema before v0.3")
 		}
 		if len(args) != 3 || ValidateName(args[0]) != nil || !validHexName(args[2], true) {
 			return bad("bad slot key")
 		}
 		pk.Name, pk.Claim = args[0], args[2]
 		pk.Slot, err = parseSlot(args[1])
-	case segQueue, segGrants, segFences, segWaiting:
+	case segGrants:
+		if len(args) == 1 && validHexName(args[0], true) {
+			return oldSchema(key, "grant key of the schema before v0.4")
+		}
+		return bad("bad lease segment")
+	case segQueue, segFences, segWaiting:
 		if len(args) != 1 || !validHexName(args[0], pk.Seg != segFences) {
 			return bad("bad lease segment")
 		}

@@ -6,7 +6,7 @@ import (
 )
 
 // Claim names. Every key a claim writes ends in its name, <lease>-<nonce>
-// (keys.go): its queue key, its grant key, its seat and slot keys. etcd
+// (keys.go): its queue key, its seat and slot keys. etcd
 // keeps a deleted key in its index until the next compaction, and a range
 // compare visits every such key in its range: the seat slot prefix and the
 // queue range that each claim compares. With a new name per claim, a claim
@@ -21,8 +21,8 @@ import (
 // can still be written under it. Claim decides that when it returns:
 //
 //   - a claim it returned is given back once its Release commits. That txn
-//     deletes the seat, its slot keys and its grant key; its queue key went
-//     in the txn that granted the seat.
+//     deletes the seat and its slot keys; its queue key went in the txn
+//     that granted the seat.
 //   - a failed Claim gives its name back at once, unless something was left
 //     in doubt. Every place that may leave a key behind marks the request
 //     spoiled (claimRequest.spoil): an ambiguous txn that resolve could not

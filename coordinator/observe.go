@@ -28,7 +28,7 @@ func (c *Coordinator) seatOf(pool string, kv *mvccpb.KeyValue) (Seat, bool) {
 	return Seat{
 		Pool: pool, Seat: pk.Slot, Holder: rec.Holder, Tenant: rec.Tenant, Instance: rec.Instance,
 		Token: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), ClaimedAt: rec.ClaimedAt, TTL: -1,
-		tenantSlot: rec.TenantSlot, bindSlot: rec.BindSlot, grant: rec.Grant, claim: pk.Claim,
+		tenantSlot: rec.TenantSlot, bindSlot: rec.BindSlot, claim: pk.Claim,
 	}, true
 }
 

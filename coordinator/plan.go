@@ -18,9 +18,9 @@ type claimRequest struct {
 	nonce    uint64
 	queueKey string // set for a queued waiter
 	queueRev int64  // its create revision
-	// granted marks a plan the head of the queue makes for a waiter behind
-	// it (see grant.go): it writes the waiter's grant key, and it does not
-	// check that nobody is ahead, since the head is, and plans in order.
+	// granted marks a plan the head of the queue or a release makes for a
+	// waiter (see grant.go): it does not check that nobody is ahead, since
+	// the planner does, and plans in order.
 	granted bool
 	// busy counts, per seat, this process's claim txns in flight that
 	// chose it (sharedState.aiming): set for a claim planned on the shared
@@ -88,8 +88,9 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	}
 	for key := range s.foreign {
 		if _, err := s.k.parse(key); errors.Is(err, errOldSchema) {
-			return nil, fmt.Errorf("%w: %q under pool %q is a seat key of the schema before v0.3, held by an older etcdpool; "+
-				"it goes with its holder's lease, or `poolctl doctor %s --fix` deletes it", ErrForeignKey, key, s.pool, s.pool)
+			old, _ := errors.AsType[*InvalidError](err)
+			return nil, fmt.Errorf("%w: %q under pool %q is a %s, written by an older etcdpool that still uses the pool; "+
+				"it goes with that process's lease, or `poolctl doctor %s --fix` deletes it", ErrForeignKey, key, s.pool, old.Reason, s.pool)
 		}
 		return nil, fmt.Errorf("%w: %q under pool %q; delete it", ErrForeignKey, key, s.pool)
 	}
@@ -129,11 +130,6 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	}
 	if err := s.planInstance(p, req); err != nil {
 		return nil, err
-	}
-	if req.granted {
-		p.rec.Grant = p.claim
-		g, _ := json.Marshal(grantRecord{Seat: seat, Record: p.rec, Instance: p.inst})
-		p.ops = append(p.ops, clientv3.OpPut(s.k.grant(s.pool, p.rec.Grant), string(g), clientv3.WithLease(req.lease)))
 	}
 	val, _ := json.Marshal(p.rec)
 	p.ops = append(p.ops, clientv3.OpPut(s.k.seat(s.pool, seat, p.claim), string(val), clientv3.WithLease(req.lease)))

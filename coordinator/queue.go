@@ -17,8 +17,8 @@ import (
 // (the head) plans and sends claim txns, on the pool feed's exact view
 // (feed.go); it grants free seats to the waiters behind it in the same txn
 // (grant.go). Every other waiter sleeps until the feed applies a change to
-// the key of the waiter in front of it or to its own grant key, so a grant
-// or a cancellation wakes exactly one waiter. The head's claim txn deletes
+// the key of the waiter in front of it or to its own queue key, which a
+// grant deletes, so a grant or a cancellation wakes exactly one waiter. The head's claim txn deletes
 // its queue key in the same transaction and compares that its key still
 // exists and that no key ahead of it does, so a waiter whose session died
 // is never granted (etcd#19597), and a fresh claim, which compares an empty
@@ -200,22 +200,21 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 	}
 }
 
-// waitTurn waits until the head grants this waiter a seat, or the waiters
-// ahead have left and it serves as head itself. It reads its place from the
-// pool feed, and sleeps until the feed applies a change to the key of the
-// waiter just ahead or to its own grant key: a release wakes one waiter,
-// and waiting costs no RPC.
+// waitTurn waits until the head or a release grants this waiter a seat, or
+// the waiters ahead have left and it serves as head itself. It reads its
+// place from the pool feed, and sleeps until the feed applies a change to
+// the key of the waiter just ahead or to its own queue key, which the txn
+// that grants it a seat deletes: a release wakes one waiter, and waiting
+// costs no RPC.
 func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest, fd *poolFeed, w *waitTracker) (*Claim, error) {
-	gname := queueName(req.lease, req.nonce)
-	gkey := c.k.grant(pool, gname)
+	name := queueName(req.lease, req.nonce)
 	for seen := req.queueRev; ; {
 		var pl place
 		var wake *feedSub
 		err := fd.await(ctx, s, seen, func(st *poolState) {
-			pl = place{own: st.queue[req.queueKey], ahead: st.ahead(req.queueRev), grant: st.grants[gname], rev: st.rev}
-			pl.grantLost = pl.grant != nil && !st.holdsGrant(pl.grant)
+			pl = place{own: st.queue[req.queueKey], ahead: st.ahead(req.queueRev), grant: st.grantOf(name), rev: st.rev}
 			if pl.grant == nil && pl.own != nil && pl.ahead != nil {
-				wake = fd.subscribe(string(pl.ahead.Key), gkey)
+				wake = fd.subscribe(string(pl.ahead.Key), req.queueKey)
 				pl.status = st.queuedStatus(req, st.countAhead(req.queueRev))
 			}
 		})
@@ -223,8 +222,6 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 			return nil, err
 		}
 		switch {
-		case pl.grantLost:
-			return nil, fmt.Errorf("%w: the seat granted to lease %x was removed before the waiter took it", ErrSeatLost, s.Lease())
 		case pl.grant != nil:
 			return c.fromGrant(s, pool, pl.grant)
 		case pl.own == nil:
@@ -245,13 +242,14 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 	}
 }
 
-// place is where a waiter stands at revision rev: its own queue key, the
-// key of the waiter just ahead, and its grant key; each nil if absent.
+// place is where a waiter stands at revision rev: its own queue key and
+// the key of the waiter just ahead, each nil if absent, and the seat
+// granted to it, if any.
 type place struct {
-	own, ahead, grant *mvccpb.KeyValue
-	grantLost         bool // the granted seat is gone already
-	rev               int64
-	status            WaitStatus // set while a waiter is ahead
+	own, ahead *mvccpb.KeyValue
+	grant      *grant
+	rev        int64
+	status     WaitStatus // set while a waiter is ahead
 }
 
 // queueGone explains why a waiter's queue key vanished: the session ended,
@@ -288,7 +286,7 @@ func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, re
 // why to w.
 func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState, w *waitTracker) (*Claim, error) {
 	for {
-		if g, ok := st.grants[queueName(req.lease, req.nonce)]; ok {
+		if g := st.grantOf(queueName(req.lease, req.nonce)); g != nil {
 			return c.fromGrant(s, pool, g) // granted by a head before us
 		}
 		p, err := st.planBatch(req)

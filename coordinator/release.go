@@ -58,9 +58,6 @@ func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
 		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", h.token)},
 			[]clientv3.Op{clientv3.OpDelete(key)}, nil))
 	}
-	if h.rec.Grant != "" {
-		ops = append(ops, clientv3.OpDelete(c.k.grant(h.pool, h.rec.Grant)))
-	}
 	rel.Token = h.token
 	val, _ := json.Marshal(rel)
 	return append(ops, clientv3.OpPut(c.k.released(h.pool, h.seat), string(val), clientv3.WithLease(h.lease)))
@@ -137,7 +134,7 @@ func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, t
 		return cur, fmt.Errorf("%w: pool %q seat %d is held under token %d, not %d", ErrStaleToken, pool, seat, cur.Token, token)
 	}
 	h := heldSeat{pool: pool, seat: seat, token: token, lease: cur.Lease, claim: cur.claim,
-		rec: seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot, Grant: cur.grant}}
+		rec: seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot}}
 	ops := c.releaseOps(h, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
 	key := c.k.seat(pool, seat, cur.claim)
 	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).Then(ops...).Commit()

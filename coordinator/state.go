@@ -50,9 +50,11 @@ type poolState struct {
 	// freed marks the slots that the txn being planned frees, by slot
 	// prefix, with the releasing claim's token; nil but during a hand-off's
 	// planning (see vacate in handoff.go).
-	freed  map[string]int64
-	queue  map[string]*mvccpb.KeyValue
-	grants map[string]*mvccpb.KeyValue // grant name -> key
+	freed map[string]int64
+	// claimed maps each seat key's claim to the seat: a waiter finds the
+	// seat a head or a release granted it by its own name (grant.go).
+	claimed map[string]int
+	queue   map[string]*mvccpb.KeyValue
 	// unleased are keys under queue/ without a lease: no waiter of ours
 	// writes one (it could never go away), so they are not waiters, and
 	// claims compare around them (see queueCmps) instead of being blocked.
@@ -81,8 +83,8 @@ func (s *poolState) reset() {
 	s.binds = map[string]map[int]int64{}
 	s.tenants = map[string]map[int]int64{}
 	s.holders = map[string]string{}
+	s.claimed = map[string]int{}
 	s.queue = map[string]*mvccpb.KeyValue{}
-	s.grants = map[string]*mvccpb.KeyValue{}
 	s.unleased = map[string]bool{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
@@ -93,7 +95,7 @@ func (s *poolState) reset() {
 func (s *poolState) clone() *poolState {
 	c := *s
 	c.seats, c.seatRevs = maps.Clone(s.seats), maps.Clone(s.seatRevs)
-	c.instances, c.queue, c.grants = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.grants)
+	c.instances, c.queue, c.claimed = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.claimed)
 	c.fences, c.foreign, c.unleased = maps.Clone(s.fences), maps.Clone(s.foreign), maps.Clone(s.unleased)
 	c.binds, c.tenants, c.holders = cloneSlots(s.binds), cloneSlots(s.tenants), maps.Clone(s.holders)
 	c.waiting = maps.Clone(s.waiting)
@@ -176,8 +178,12 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		if _, had := s.seats[pk.Slot]; !had && pk.Slot >= s.spec.Capacity {
 			s.seatsAbove++
 		}
+		if prev, ok := s.holders[slotOf(string(kv.Key))]; ok {
+			delete(s.claimed, prev) // a hand-off's put, applied before its delete
+		}
 		s.seats[pk.Slot], s.seatRevs[pk.Slot] = kv, kv.CreateRevision
 		s.holders[slotOf(string(kv.Key))] = pk.Claim
+		s.claimed[pk.Claim] = pk.Slot
 	case segBinds:
 		setSlot(s.binds, pk.Name, pk.Slot, kv.CreateRevision)
 		s.holders[slotOf(string(kv.Key))] = pk.Claim
@@ -192,8 +198,6 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		}
 		delete(s.unleased, string(kv.Key))
 		s.queue[string(kv.Key)] = kv
-	case segGrants:
-		s.grants[pk.Name] = kv
 	case segFences:
 		s.fences[leaseOfHex(pk.Name)] = kv.ModRevision
 	case segWaiting:
@@ -225,6 +229,7 @@ func (s *poolState) del(key string) {
 		}
 		delete(s.seats, pk.Slot)
 		delete(s.seatRevs, pk.Slot)
+		delete(s.claimed, pk.Claim)
 	case segBinds:
 		delSlot(s.binds, pk.Name, pk.Slot)
 	case segTenants:
@@ -232,8 +237,6 @@ func (s *poolState) del(key string) {
 	case segQueue:
 		delete(s.queue, key)
 		delete(s.unleased, key)
-	case segGrants:
-		delete(s.grants, pk.Name)
 	case segFences:
 		delete(s.fences, leaseOfHex(pk.Name))
 	case segWaiting:

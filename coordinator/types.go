@@ -224,18 +224,6 @@ type seatRecord struct {
 	// when none. Releases delete exactly these, fenced by the token.
 	TenantSlot int `json:"tenantSlot"`
 	BindSlot   int `json:"bindSlot"`
-	// Grant names the grant key written with the seat when the head of the
-	// queue granted it to a waiter behind it; releases delete it too.
-	Grant string `json:"grant,omitempty"`
-}
-
-// grantRecord is the value of a grant key: the seat that the head of the
-// queue granted to the waiter the key is named after, written in the same
-// transaction as the seat, so the key's create revision is the token.
-type grantRecord struct {
-	Seat     int        `json:"seat"`
-	Record   seatRecord `json:"record"`
-	Instance *Instance  `json:"instance,omitempty"`
 }
 
 // Seat is a held seat as seen by an observer.
@@ -253,7 +241,6 @@ type Seat struct {
 	TTL time.Duration `json:"ttl"`
 
 	tenantSlot, bindSlot int    // from the seat record; ForceRelease needs them
-	grant                string // likewise
 	claim                string // the holding claim's <lease>-<nonce>, from the key
 }
 

@@ -297,9 +297,9 @@ func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTrac
 	if w.disabled {
 		return false
 	}
-	gkey := c.k.grant(w.pool, queueName(req.lease, req.nonce))
 	w.maybe = true
-	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(gkey), "=", 0)).
+	// A grant deletes the queue key: while it is there, none was made.
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)).
 		Then(clientv3.OpDelete(req.queueKey), clientv3.OpPut(w.key, w.value(), clientv3.WithLease(req.lease))).Commit()
 	if err != nil {
 		w.refused(err)

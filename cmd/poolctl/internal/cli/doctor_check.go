@@ -24,7 +24,7 @@ type finding struct {
 // for good.
 var leasedSegs = map[string]bool{
 	coordinator.SegInstances: true, coordinator.SegSeats: true, coordinator.SegBinds: true,
-	coordinator.SegTenants: true, coordinator.SegQueue: true, coordinator.SegGrants: true, coordinator.SegFences: true,
+	coordinator.SegTenants: true, coordinator.SegQueue: true, coordinator.SegFences: true,
 	coordinator.SegWaiting: true,
 }
 
@@ -37,8 +37,8 @@ func diagnose(root string, kv *mvccpb.KeyValue) (f finding, ok bool) {
 	pk, err := coordinator.ParseKey(root, key)
 	switch {
 	case coordinator.IsOldSchema(err):
-		f.Problem = "seat or slot key of the schema before v0.3, written by an older etcdpool: claims on the pool refuse to run while it exists; " +
-			"it goes with its holder's lease (stop or upgrade that holder), or --fix deletes it"
+		f.Problem = keyReason(err) + ", written by an older etcdpool: claims on the pool refuse to run while it exists; " +
+			"it goes with its writer's lease (stop or upgrade that process), or --fix deletes it"
 	case err != nil:
 		f.Problem = "foreign key, not written by etcdpool: " + keyReason(err)
 	case pk.Slot >= coordinator.MaxCapacity:

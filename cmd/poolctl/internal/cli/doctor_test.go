@@ -37,6 +37,7 @@ func TestDoctor(t *testing.T) {
 		coordinator.SeatPrefix(root, "p", 9999999) + ghost:              {string(seatVal), true, "seat number 9999999 above the seat-number range 0..999999"},
 		seg(coordinator.SegSeats) + "1":                                 {string(seatVal), true, "foreign key"},
 		seg(coordinator.SegSeats) + "0000005":                           {string(seatVal), true, "schema before v0.3"},
+		coordinator.PoolPrefix(root, "p") + "grants/" + ghost:           {"{}", true, "grant key of the schema before v0.4"},
 		coordinator.PoolPrefix(root, "p") + "junk/x":                    {"x", true, "foreign key"},
 		seg(coordinator.SegInstances) + "i0":                            {"\x1b[31mgarbage", true, "corrupt instance value"},
 		seg(coordinator.SegInstances) + "i1":                            {`{"id":"other"}`, true, "corrupt instance value"},
