@@ -15,9 +15,11 @@ import (
 // current revision, then a read, then every event of the watch after the
 // read's revision; and the same again when the watch breaks (never
 // resuming at a past revision; see openFeed). The head of the queue and
-// pre-waiters plan on snapshots of it, so a new head, or a second waiter
-// in the same process, starts without reading the pool. Other waiters do
-// not wake on it: each watches only the waiter ahead and its own queue key.
+// pre-waiters look at it after each change (under its lock, without a
+// copy; the head copies it only to plan a claim txn), so a new head, or a
+// second waiter in the same process, starts without reading the pool.
+// Other waiters do not wake on it: each watches only the waiter ahead and
+// its own queue key.
 
 // poolFeed is the feed of one pool; its fields other than refs are guarded
 // by the shared state's mutex.
@@ -70,21 +72,6 @@ func (c *Coordinator) releaseFeed(pool string, f *poolFeed) {
 	}
 }
 
-// snapshot returns a private copy of the exact state, or nil while the
-// feed is (re)loading, and the channel that closes at the next change; or
-// the permanent error that stopped the feed.
-func (f *poolFeed) snapshot() (*poolState, <-chan struct{}, error) {
-	f.sh.mu.Lock()
-	defer f.sh.mu.Unlock()
-	if f.err != nil {
-		return nil, nil, f.err
-	}
-	if !f.synced {
-		return nil, f.changed, nil
-	}
-	return f.sh.st.clone(), f.changed, nil
-}
-
 // fail stops the feed's users with a permanent error; the first one stays.
 func (f *poolFeed) fail(err error) {
 	f.update(false, nil, func(*poolState) {
@@ -96,8 +83,8 @@ func (f *poolFeed) fail(err error) {
 
 // await runs fn on the exact state, under its lock, once the feed is
 // synced and has caught up with revision minRev; it waits for that, for ctx
-// or for the session.
-func (f *poolFeed) await(ctx context.Context, s *Session, minRev int64, fn func(*poolState)) error {
+// or for the session. It returns the channel that the next change closes.
+func (f *poolFeed) await(ctx context.Context, s *Session, minRev int64, fn func(*poolState)) (<-chan struct{}, error) {
 	for {
 		f.sh.mu.Lock()
 		ok, changed, ferr := f.synced && f.sh.st.rev >= minRev, f.changed, f.err
@@ -106,13 +93,13 @@ func (f *poolFeed) await(ctx context.Context, s *Session, minRev int64, fn func(
 		}
 		f.sh.mu.Unlock()
 		if ferr != nil {
-			return ferr
+			return nil, ferr
 		}
 		if ok {
-			return nil
+			return changed, nil
 		}
 		if err := waitOn(ctx, s, changed); err != nil {
-			return err
+			return nil, err
 		}
 	}
 }

@@ -95,44 +95,45 @@ var errStepOut = errors.New("coordinator: step out of line")
 // record says why it waits. It fails at once when the spec denies the
 // claimant's tenant (NoSeatError.Never).
 func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions, w *waitTracker) error {
-	return c.watchPool(ctx, s, pool, 0, func(st *poolState) (bool, error) {
-		if err := st.denied(o); err != nil {
-			return false, err
+	return c.watchPool(ctx, s, pool, 0, func(live *poolState) func(context.Context) (bool, error) {
+		if err := live.denied(o); err != nil {
+			return func(context.Context) (bool, error) { return false, err }
 		}
-		if st.ownFits(o) {
-			return true, nil
+		if live.ownFits(o) {
+			return func(context.Context) (bool, error) { return true, nil }
 		}
-		w.heldBack(ctx, st.heldBackStatus(o))
-		return false, nil
+		status := live.heldBackStatus(o)
+		return func(ctx context.Context) (bool, error) {
+			w.heldBack(ctx, status)
+			return false, nil
+		}
 	})
 }
 
-// watchPool calls f on a private snapshot of the pool's exact state (see
-// feed.go) after each change, once the snapshot is at least at revision
-// minRev (what the caller has seen already), until f is done or fails, ctx
-// ends or the session ends.
-func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, minRev int64, f func(*poolState) (bool, error)) error {
+// watchPool follows the pool's exact state (see feed.go): after each
+// change, once the state is at least at revision minRev (what the caller
+// has seen already), it calls look on the live state under its lock, and
+// then, outside the lock, the act that look returned, until act is done or
+// fails, ctx ends or the session ends. look must not block, and must not
+// change the state: what act needs of it, look copies. So a change that
+// asks nothing of the caller costs it O(1), not a copy of the pool.
+func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, minRev int64, look func(live *poolState) (act func(context.Context) (bool, error))) error {
 	fd, err := c.acquireFeed(pool)
 	if err != nil {
 		return err
 	}
 	defer c.releaseFeed(pool, fd)
 	for {
-		st, changed, err := fd.snapshot()
+		var act func(context.Context) (bool, error)
+		changed, err := fd.await(ctx, s, minRev, func(live *poolState) { act = look(live) })
 		if err != nil {
 			return err
 		}
-		if st != nil && st.rev >= minRev {
-			if done, err := f(st); done || err != nil {
-				return err
-			}
+		if done, err := act(ctx); done || err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.Done():
-			return s.lostErr()
-		case <-changed:
+		if err := waitOn(ctx, s, changed); err != nil {
+			return err
 		}
 	}
 }
@@ -211,7 +212,7 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 	for seen := req.queueRev; ; {
 		var pl place
 		var wake *feedSub
-		err := fd.await(ctx, s, seen, func(st *poolState) {
+		_, err := fd.await(ctx, s, seen, func(st *poolState) {
 			pl = place{own: st.queue[req.queueKey], ahead: st.ahead(req.queueRev), grant: st.grantOf(name), rev: st.rev}
 			if pl.grant == nil && pl.own != nil && pl.ahead != nil {
 				wake = fd.subscribe(string(pl.ahead.Key), req.queueKey)
@@ -269,16 +270,47 @@ func (c *Coordinator) queueGone(ctx context.Context, s *Session, pool string) er
 	return fmt.Errorf("%w: the queue entry of lease %x (or a seat granted to it) was removed by someone else while the session is live", ErrSeatLost, s.Lease())
 }
 
-// serveHead runs while the waiter is first in line. It sends a claim txn
-// only when its exact snapshot of the pool shows a seat it may take.
+// serveHead runs while the waiter is first in line. On each change of the
+// pool it looks at the feed's live state; it copies the state, and sends a
+// claim txn, only when that state shows a seat it may take. So a head in a
+// full pool pays O(1) per change, whatever the pool's size.
 func (c *Coordinator) serveHead(ctx context.Context, s *Session, pool string, req claimRequest, seen int64, w *waitTracker) (*Claim, error) {
-	var cl *Claim
-	err := c.watchPool(ctx, s, pool, seen, func(st *poolState) (bool, error) {
+	h := &headTurn{c: c, s: s, pool: pool, req: req, w: w}
+	err := c.watchPool(ctx, s, pool, seen, h.look)
+	return h.cl, err
+}
+
+// headTurn is a head waiter following the pool (serveHead).
+type headTurn struct {
+	c    *Coordinator
+	s    *Session
+	pool string
+	req  claimRequest
+	w    *waitTracker
+	cl   *Claim // the seat, once it has one
+}
+
+// look decides, on the live state, what the head does about it (see
+// watchPool).
+func (h *headTurn) look(live *poolState) func(context.Context) (bool, error) {
+	if g := live.grantOf(queueName(h.req.lease, h.req.nonce)); g != nil { // granted by a head before us
+		return func(context.Context) (bool, error) {
+			var err error
+			h.cl, err = h.c.fromGrant(h.s, h.pool, g)
+			return true, err
+		}
+	}
+	if _, err := live.plan(h.req); err != nil {
+		return func(ctx context.Context) (bool, error) {
+			return false, h.c.headRefused(ctx, h.s, h.pool, err, h.req.opts, h.w)
+		}
+	}
+	snap := live.clone() // planBatch marks what each plan takes: it needs its own copy
+	return func(ctx context.Context) (bool, error) {
 		var err error
-		cl, err = c.tryHead(ctx, s, pool, req, st, w)
-		return cl != nil, err
-	})
-	return cl, err
+		h.cl, err = h.c.tryHead(ctx, h.s, h.pool, h.req, snap, h.w)
+		return h.cl != nil, err
+	}
 }
 
 // tryHead plans on the head's snapshot and sends at most one claim txn. It
@@ -290,22 +322,8 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 			return c.fromGrant(s, pool, g) // granted by a head before us
 		}
 		p, err := st.planBatch(req)
-		switch {
-		case err == nil:
-		case ownLimit(err):
-			w.set(waitStatusOf(err, req.opts)) // what stepOut records
-			return nil, errStepOut
-		case waitable(err):
-			ws := waitStatusOf(err, req.opts)
-			ws.InLine = true
-			w.set(ws)
-			return nil, nil
-		case errors.Is(err, ErrPoolNotFound):
-			return nil, fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
-		case errors.Is(err, ErrSessionExpired):
-			return nil, c.queueGone(ctx, s, pool)
-		default:
-			return nil, err
+		if err != nil {
+			return nil, c.headRefused(ctx, s, pool, err, req.opts, w)
 		}
 		cl, resp, err := c.commit(ctx, s, pool, req, p)
 		if err != nil || cl != nil {
@@ -313,4 +331,24 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 		}
 		absorb(st, p, resp)
 	}
+}
+
+// headRefused turns the head's refused plan into what it does next: nil to
+// keep waiting, having reported why to w, or the error that ends its wait.
+func (c *Coordinator) headRefused(ctx context.Context, s *Session, pool string, err error, o claimOptions, w *waitTracker) error {
+	switch {
+	case ownLimit(err):
+		w.set(waitStatusOf(err, o)) // what stepOut records
+		return errStepOut
+	case waitable(err):
+		ws := waitStatusOf(err, o)
+		ws.InLine = true
+		w.set(ws)
+		return nil
+	case errors.Is(err, ErrPoolNotFound):
+		return fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
+	case errors.Is(err, ErrSessionExpired):
+		return c.queueGone(ctx, s, pool)
+	}
+	return err
 }
