@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -62,6 +61,16 @@ func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req 
 	return nil, resp, nil
 }
 
+// findKey returns key's entry in kvs, or nil.
+func findKey(kvs []*mvccpb.KeyValue, key string) *mvccpb.KeyValue {
+	for _, kv := range kvs {
+		if string(kv.Key) == key {
+			return kv
+		}
+	}
+	return nil
+}
+
 // fenceAndRead puts the fence key, then reads the pool in the same txn.
 func (c *Coordinator) fenceAndRead(ctx context.Context, s *Session, pool string) (*clientv3.TxnResponse, error) {
 	resp, err := c.cli.Txn(ctx).Then(
@@ -77,28 +86,17 @@ func (c *Coordinator) fenceAndRead(ctx context.Context, s *Session, pool string)
 	return resp, nil
 }
 
-// adopt finds the seat a lost attempt took, by lease and nonce, in a read
-// of the whole pool.
+// adopt finds the seat a lost attempt took, by the claim's name, in a read
+// of the whole pool: the attempt's own claim, or a grant made to it after
+// an enqueue that did land.
 func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mvccpb.KeyValue) *Claim {
 	st := newPoolState(c.k, pool)
 	st.load(1, kvs)
-	for _, kv := range kvs {
-		pk, err := c.k.parse(string(kv.Key))
-		if err != nil || pk.Seg != segSeats || kv.Lease != int64(req.lease) {
-			continue
-		}
-		var rec seatRecord
-		if json.Unmarshal(kv.Value, &rec) == nil && rec.Nonce == req.nonce && pk.Claim == queueName(req.lease, req.nonce) {
-			var inst *Instance
-			if in, ok := st.instances[rec.Instance]; ok {
-				inst = &in
-			} else if rec.Instance != "" {
-				inst = &Instance{ID: rec.Instance} // deregistered since; the monitor will see it
-			}
-			return c.newClaim(s, pool, pk.Slot, kv.CreateRevision, rec, inst)
-		}
+	g := st.grantOf(queueName(req.lease, req.nonce))
+	if g == nil || g.err != nil || g.rec.Nonce != req.nonce {
+		return nil
 	}
-	return nil
+	return c.newClaim(s, pool, g.seat, g.kv.CreateRevision, g.rec, g.inst)
 }
 
 // reap runs after an ambiguous attempt whose caller has gone: it retries
@@ -110,12 +108,18 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 		resp, err := c.fenceAndRead(rctx, s, pool)
 		if err == nil {
 			if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
-				if err = cl.Release(rctx); err != nil {
+				if err = cl.Release(rctx); errors.Is(err, ErrNotHeld) {
+					err = nil
+				} else if err != nil {
 					cl.lose(ErrClosed, "not taken") // unregisters it; the next try adopts again
 				}
 			}
-			if err == nil || errors.Is(err, ErrNotHeld) {
-				req.queueKey = c.k.queueKey(pool, req.lease, req.nonce)
+			// A queue key absent from the read never comes: the fence put
+			// with the read stops a late enqueue, and nothing else writes
+			// it. (After an ambiguous enqueue, only the read tells its
+			// revision.)
+			if kv := findKey(rangeKvs(resp), c.k.queueKey(pool, req.lease, req.nonce)); err == nil && kv != nil {
+				req.queueKey, req.queueRev = string(kv.Key), kv.CreateRevision
 				err = c.dropWaiter(rctx, s, pool, req)
 			}
 		}

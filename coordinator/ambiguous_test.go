@@ -63,3 +63,41 @@ func TestAmbiguousClaimIsCleanedUp(t *testing.T) {
 		t.Fatalf("claim after recovery: %v", err)
 	}
 }
+
+// TestAmbiguousEnqueueIsCleanedUp: a waiter's enqueue txn commits but its
+// answer is lost, and the caller gives up. Its queue key stands in line
+// with nobody behind it to serve it; were it left, it would hold the line
+// for as long as the session lives. The background cleanup must remove it
+// once etcd answers again, though only the fence-and-read tells it the
+// key's revision.
+func TestAmbiguousEnqueueIsCleanedUp(t *testing.T) {
+	cl := etcdtest.Start(t)
+	proxy := etcdtest.NewProxy(t, cl.Endpoint(0))
+	cli := newClient(t, proxy.URL())
+	c := testkit.Coordinator(t, cli, coordinator.WithCleanupTimeout(time.Second))
+	obs := testkit.Coordinator(t, cl.Client(t))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	first := claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	waitQueued(t, obs, "p", 1)
+	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
+	s := testkit.Session(t, cli, 30*time.Second)
+
+	proxy.DropResponses() // the second waiter's enqueue commits; its answer is lost
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err := c.Claim(cctx, s, "p", coordinator.WithWait())
+	cancel()
+	if err == nil {
+		t.Fatal("a waiting claim returned a seat although no answer came back")
+	}
+	waitQueued(t, obs, "p", 2)
+	proxy.Restore()
+	waitQueued(t, obs, "p", 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cl := <-first; cl == nil {
+		t.Fatal("the first waiter was not served")
+	}
+}

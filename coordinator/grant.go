@@ -97,43 +97,43 @@ func (s *poolState) assume(p *claimPlan) {
 	}
 }
 
-// grant is a seat granted to a waiter, as its process's view shows it.
+// grant is a seat held under a claim's name, as a view shows it: granted
+// to a waiter, or taken by a claim whose answer was lost.
 type grant struct {
 	kv   *mvccpb.KeyValue // the seat key; its create revision is the token
 	seat int
 	rec  seatRecord
 	err  error     // the seat's value does not decode
-	inst *Instance // the bound instance; nil if none, or gone from the view
+	inst *Instance // the bound instance; nil if none
 }
 
-// grantOf returns the seat held under the claim name name, or nil. A
-// waiter's name is its claim's, so in a view at or after its enqueue this
-// is the seat granted to it: no earlier claim of that name has a key left
-// (names.go).
+// grantOf returns the seat held under the claim name name, with the
+// lease that name carries, or nil. A waiter's name is its claim's, so in a
+// view at or after its enqueue this is the seat granted to it: no earlier
+// claim of that name has a key left (names.go).
 func (s *poolState) grantOf(name string) *grant {
 	n, ok := s.claimed[name]
-	if !ok {
+	if !ok || s.seats[n].Lease != int64(leaseOfHex(name)) {
 		return nil
 	}
 	g := &grant{kv: s.seats[n], seat: n, rec: seatRecord{TenantSlot: -1, BindSlot: -1}}
 	if g.err = json.Unmarshal(g.kv.Value, &g.rec); g.err == nil && g.rec.Instance != "" {
 		if in, ok := s.instances[g.rec.Instance]; ok {
 			g.inst = &in
+		} else {
+			g.inst = &Instance{ID: g.rec.Instance} // deregistered since the grant; the monitor will see it
 		}
 	}
 	return g
 }
 
 // fromGrant turns the seat granted to this waiter into its Claim. A seat
-// it cannot hold (its value does not decode, or its instance went before
-// the waiter saw the grant) is released, fenced by its token.
+// whose value does not decode (not written by etcdpool) is released,
+// fenced by its token.
 func (c *Coordinator) fromGrant(s *Session, pool string, g *grant) (*Claim, error) {
 	cl := c.newClaim(s, pool, g.seat, g.kv.CreateRevision, g.rec, g.inst)
-	switch {
-	case g.err != nil:
+	if g.err != nil {
 		return nil, c.giveUp(cl, fmt.Errorf("coordinator: seat %q granted to this waiter: %w", g.kv.Key, g.err), "", ReasonUnknown)
-	case g.rec.Instance != "" && g.inst == nil:
-		return nil, c.giveUp(cl, ErrInstanceGone, g.rec.Instance, ReasonInstanceGone)
 	}
 	return c.keepIfLive(cl)
 }
@@ -141,7 +141,8 @@ func (c *Coordinator) fromGrant(s *Session, pool string, g *grant) (*Claim, erro
 // dropWaiter removes a waiter that gave up: its queue key, and the seat if
 // the head or a release granted it one meanwhile (released, fenced by its
 // token). A grant deletes the queue key, so the pool's seats are read only
-// when the key is gone: when a grant raced the give-up.
+// when the key is gone: when a grant raced the give-up. req.queueRev must
+// be the key's create revision.
 func (c *Coordinator) dropWaiter(ctx context.Context, s *Session, pool string, req claimRequest) error {
 	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)).
 		Then(clientv3.OpDelete(req.queueKey)).Else(clientv3.OpGet(c.k.seats(pool), clientv3.WithPrefix())).Commit()

@@ -232,7 +232,7 @@ func leaseOfHex(name string) clientv3.LeaseID {
 	return clientv3.LeaseID(v)
 }
 
-// nonceOfHex reads the nonce from a queue or grant name.
+// nonceOfHex reads the nonce from a claim name.
 func nonceOfHex(name string) uint64 {
 	v, _ := strconv.ParseUint(name[hexWidth+1:], 16, 64)
 	return v

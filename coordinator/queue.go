@@ -170,10 +170,8 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 			if err != nil || granted != nil {
 				return 0, granted, err
 			}
-			for _, kv := range rangeKvs(resp) {
-				if string(kv.Key) == qkey {
-					return kv.CreateRevision, nil, nil
-				}
+			if kv := findKey(rangeKvs(resp), qkey); kv != nil {
+				return kv.CreateRevision, nil, nil
 			}
 		}
 		sh.mu.Lock()

@@ -412,3 +412,52 @@ func TestReleaseHandsOffToNewWaiter(t *testing.T) {
 	}
 	t.Logf("%d of %d releases handed off", trials-missed, trials)
 }
+
+// TestCancelledRoundsLeaveNothing: claimants that all give up at once, in
+// the middle of their txns and waits, as a service shutting down does,
+// must leave the pool usable: no queue key that nobody serves, no seat
+// that nobody holds. Rounds of 32 claimants on 8 seats, hold 0, each ended
+// by cancelling every claim in flight: each round must grant, and after
+// the last, once the cleanups ran, no seat is held and nobody waits.
+func TestCancelledRoundsLeaveNothing(t *testing.T) {
+	c, cli := newCoord(t, coordinator.WithCleanupTimeout(time.Second))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 8})
+	sessions := make([]*coordinator.Session, 32)
+	for i := range sessions {
+		sessions[i] = testkit.Session(t, cli, 30*time.Second)
+	}
+	for round := range 4 {
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		for _, s := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for rctx.Err() == nil {
+					cl, err := c.Claim(rctx, s, "p", coordinator.WithWait())
+					if err != nil {
+						return
+					}
+					if err := cl.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					n.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+		t.Logf("round %d: %d grants", round, n.Load())
+		if n.Load() == 0 {
+			t.Fatalf("round %d granted nothing: the rounds before left the pool blocked", round)
+		}
+	}
+	testkit.Eventually(t, 20*time.Second, "no seat held and nobody queued", func() bool {
+		st, err := c.PoolStatus(ctx, "p")
+		q, qerr := c.Queue(ctx, "p")
+		return err == nil && qerr == nil && st.Held == 0 && len(q) == 0
+	})
+}
