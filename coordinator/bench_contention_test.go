@@ -108,7 +108,8 @@ func rawContention(b *testing.B, cli *clientv3.Client, sessions []*coordinator.S
 }
 
 // poolContention runs claim/hold/release for one round and returns grants/s.
-func poolContention(b *testing.B, c *coordinator.Coordinator, sessions []*coordinator.Session, hold time.Duration) float64 {
+// The round ends by cancelling every claim in flight.
+func poolContention(b testing.TB, c *coordinator.Coordinator, sessions []*coordinator.Session, hold time.Duration) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTime)
 	defer cancel()
 	var n atomic.Int64

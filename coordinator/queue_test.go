@@ -416,9 +416,10 @@ func TestReleaseHandsOffToNewWaiter(t *testing.T) {
 // TestCancelledRoundsLeaveNothing: claimants that all give up at once, in
 // the middle of their txns and waits, as a service shutting down does,
 // must leave the pool usable: no queue key that nobody serves, no seat
-// that nobody holds. Rounds of 32 claimants on 8 seats, hold 0, each ended
-// by cancelling every claim in flight: each round must grant, and after
-// the last, once the cleanups ran, no seat is held and nobody waits.
+// that nobody holds. Rounds of BenchmarkContention's load, 32 claimants on
+// 8 seats, hold 0, each ended by cancelling every claim in flight: each
+// round must grant, and after the last, once the cleanups ran, no seat is
+// held and nobody waits.
 func TestCancelledRoundsLeaveNothing(t *testing.T) {
 	c, cli := newCoord(t, coordinator.WithCleanupTimeout(time.Second))
 	ctx := testkit.Ctx(t, 60*time.Second)
@@ -428,30 +429,9 @@ func TestCancelledRoundsLeaveNothing(t *testing.T) {
 		sessions[i] = testkit.Session(t, cli, 30*time.Second)
 	}
 	for round := range 4 {
-		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		for _, s := range sessions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for rctx.Err() == nil {
-					cl, err := c.Claim(rctx, s, "p", coordinator.WithWait())
-					if err != nil {
-						return
-					}
-					if err := cl.Release(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-					n.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		cancel()
-		t.Logf("round %d: %d grants", round, n.Load())
-		if n.Load() == 0 {
+		rate := poolContention(t, c, sessions, 0)
+		t.Logf("round %d: %.0f grants/s", round, rate)
+		if rate == 0 {
 			t.Fatalf("round %d granted nothing: the rounds before left the pool blocked", round)
 		}
 	}
