@@ -41,8 +41,8 @@ func (ch *chaos) check() {
 	t.Logf("faults: %v", ch.faults)
 	slices.Sort(ch.timeline)
 	t.Logf("timeline:\n%s", strings.Join(ch.timeline, "\n"))
-	t.Logf("history: %d grants replayed (capacity at each), %d checked for FIFO, %d fenced writes, %d stale",
-		h.grants, h.fifo, h.writes, h.stale)
+	t.Logf("history: %d grants replayed (capacity at each), %d checked for FIFO, %d fenced writes, %d stale; %d claims given up by their callers",
+		h.grants, h.fifo, h.writes, h.stale, ch.count("gaveup"))
 	if h.grants < 50 {
 		t.Errorf("only %d grants in the run: the pool made no progress", h.grants)
 	}
@@ -50,6 +50,19 @@ func (ch *chaos) check() {
 	t.Logf("loss before regrant: %d seat hand-overs judged, %d excused (holder killed or paused)", judged, excused)
 	ch.checkIdle()
 	ch.breakdown()
+}
+
+// count returns how many events of kind ev the claimants reported.
+func (ch *chaos) count(ev string) int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	n := 0
+	for _, e := range ch.events {
+		if e.Ev == ev {
+			n++
+		}
+	}
+	return n
 }
 
 // stretch is a time a seat sat free while someone waited.

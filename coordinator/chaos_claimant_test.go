@@ -32,6 +32,9 @@ import (
 
 const claimantEnv = "ETCDPOOL_CHAOS_CLAIMANT"
 
+// giveUpOdds: one claim in giveUpOdds has a short deadline (holdOnce).
+const giveUpOdds = 4
+
 type claimantConfig struct {
 	ID        string        `json:"id"`
 	Endpoints []string      `json:"endpoints"`
@@ -44,7 +47,7 @@ type claimantConfig struct {
 
 // claimantEvent is one line of a claimant's report.
 type claimantEvent struct {
-	Ev       string `json:"ev"` // txn, granted, done
+	Ev       string `json:"ev"` // txn, granted, done, gaveup
 	Claimant string `json:"claimant,omitempty"`
 	Rev      int64  `json:"rev,omitempty"` // txn: its revision
 	Seat     int    `json:"seat,omitempty"`
@@ -155,10 +158,22 @@ func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client,
 }
 
 // holdOnce claims, holds for up to 200 ms making fenced writes every 20 ms
-// while Done is open, and releases.
+// while Done is open, and releases. One claim in giveUpOdds gives up after
+// up to 300 ms, in its wait or in a txn, as a caller whose deadline passed:
+// what it leaves (a queue key, a seat granted as it left) must not hold up
+// the others.
 func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, holder string, cfg claimantConfig, rep *reporter) {
-	cl, err := c.Claim(ctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(holder))
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if rand.IntN(giveUpOdds) == 0 {
+		cctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(300))*time.Millisecond)
+	}
+	cl, err := c.Claim(cctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(holder))
+	gaveUp := cctx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if err != nil {
+		if gaveUp {
+			rep.emit(claimantEvent{Ev: "gaveup", At: time.Now().UnixNano()})
+		}
 		time.Sleep(20 * time.Millisecond)
 		return
 	}
