@@ -23,7 +23,8 @@ import (
 )
 
 // TestChaos runs claimant processes (six, of two claimants each, sharing
-// the process's Coordinator) against a 3-member etcd cluster of
+// the process's Coordinator; one claim in four gives up after up to
+// 300 ms) against a 3-member etcd cluster of
 // member processes while a nemesis kills and pauses etcd members and
 // claimants, cuts claimants off, compacts, and changes capacity. Then the
 // checkers replay etcd's history and the claimants' reports:
