@@ -77,11 +77,7 @@ func TestAmbiguousEnqueueIsCleanedUp(t *testing.T) {
 	c := testkit.Coordinator(t, cli, coordinator.WithCleanupTimeout(time.Second))
 	obs := testkit.Coordinator(t, cl.Client(t))
 	ctx := testkit.Ctx(t, 60*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
-	first := claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
-	waitQueued(t, obs, "p", 1)
-	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
+	holder, first := holderAndWaiter(t, ctx, c, obs, cli)
 	s := testkit.Session(t, cli, 30*time.Second)
 
 	proxy.DropResponses() // the second waiter's enqueue commits; its answer is lost

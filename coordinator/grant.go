@@ -44,6 +44,13 @@ func (s *poolState) planBatch(head claimRequest) (*claimPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.grantBehind(p)
+	return p, nil
+}
+
+// grantBehind adds to p, the head's claim planned on s, the grants for the
+// waiters behind it (planBatch).
+func (s *poolState) grantBehind(p *claimPlan) {
 	s.assume(p)
 	for _, kv := range s.waiters() {
 		if len(p.grants) == maxGrants {
@@ -63,7 +70,6 @@ func (s *poolState) planBatch(head claimRequest) (*claimPlan, error) {
 		s.assume(g)
 		p.grants = append(p.grants, clientv3.OpTxn(g.cmps, g.ops, nil))
 	}
-	return p, nil
 }
 
 // waiterRequest rebuilds the claim a queued waiter asked for from its key.

@@ -298,36 +298,39 @@ func (h *headTurn) look(live *poolState) func(context.Context) (bool, error) {
 			return true, err
 		}
 	}
-	if _, err := live.plan(h.req); err != nil {
+	p, err := live.plan(h.req)
+	if err != nil {
 		return func(ctx context.Context) (bool, error) {
 			return false, h.c.headRefused(ctx, h.s, h.pool, err, h.req.opts, h.w)
 		}
 	}
-	snap := live.clone() // planBatch marks what each plan takes: it needs its own copy
+	snap := live.clone() // the grants behind the head mark what each takes: they need a copy
 	return func(ctx context.Context) (bool, error) {
 		var err error
-		h.cl, err = h.c.tryHead(ctx, h.s, h.pool, h.req, snap, h.w)
+		h.cl, err = h.c.tryHead(ctx, h.s, h.pool, h.req, snap, p, h.w)
 		return h.cl != nil, err
 	}
 }
 
-// tryHead plans on the head's snapshot and sends at most one claim txn. It
-// returns (nil, nil) when the waiter should keep waiting, having reported
-// why to w.
-func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState, w *waitTracker) (*Claim, error) {
+// tryHead sends the head's claim p, planned on the state st, with grants
+// to the waiters behind it; when the txn fails, it plans again on the
+// fresh read it returned, until the head holds a seat, or returns (nil,
+// nil) when it should keep waiting, having reported why to w. st must be
+// the head's own copy.
+func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState, p *claimPlan, w *waitTracker) (*Claim, error) {
+	st.grantBehind(p)
 	for {
-		if g := st.grantOf(queueName(req.lease, req.nonce)); g != nil {
-			return c.fromGrant(s, pool, g) // granted by a head before us
-		}
-		p, err := st.planBatch(req)
-		if err != nil {
-			return nil, c.headRefused(ctx, s, pool, err, req.opts, w)
-		}
 		cl, resp, err := c.commit(ctx, s, pool, req, p)
 		if err != nil || cl != nil {
 			return cl, err
 		}
 		absorb(st, p, resp)
+		if g := st.grantOf(queueName(req.lease, req.nonce)); g != nil {
+			return c.fromGrant(s, pool, g) // granted by a head before us
+		}
+		if p, err = st.planBatch(req); err != nil {
+			return nil, c.headRefused(ctx, s, pool, err, req.opts, w)
+		}
 	}
 }
 

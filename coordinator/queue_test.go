@@ -60,6 +60,20 @@ func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 	})
 }
 
+// holderAndWaiter creates pool "p" of one seat on c, fills it and queues a
+// waiter behind the holder, both of c's client cli, and waits until other
+// sees the waiter and c's pool feed is synced: c's next waiter queues on
+// the feed's view.
+func holderAndWaiter(t *testing.T, ctx context.Context, c, other *coordinator.Coordinator, cli *clientv3.Client) (*coordinator.Claim, <-chan *coordinator.Claim) {
+	t.Helper()
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	first := claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	waitQueued(t, other, "p", 1)
+	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
+	return holder, first
+}
+
 // TestWaiterQueuesWithoutRead: while the pool's feed keeps this process's
 // view exact, a waiting claim that finds the pool full queues at once,
 // with its enqueue txn alone: no read of the pool first. (A claim without
@@ -82,11 +96,7 @@ func TestWaiterQueuesWithoutRead(t *testing.T) {
 	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
 	other := testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(prefix))
 	ctx := testkit.Ctx(t, 60*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
-	first := claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
-	waitQueued(t, other, "p", 1)
-	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
+	holder, first := holderAndWaiter(t, ctx, c, other, cli)
 	s := testkit.Session(t, cli, 30*time.Second)
 
 	txns.Store(0)
