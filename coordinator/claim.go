@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
@@ -62,7 +63,9 @@ func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts .
 	case err == nil:
 		c.metrics.ClaimResult(pool, ResultGranted)
 		c.metrics.GrantWait(pool, time.Since(start))
-		c.log.Debug("seat claimed", "pool", pool, "seat", cl.seat, "token", cl.token, "lease", fmt.Sprintf("%x", s.Lease()))
+		if c.log.Enabled(ctx, slog.LevelDebug) { // not formatted for nothing on the grant path
+			c.log.Debug("seat claimed", "pool", pool, "seat", cl.seat, "token", cl.token, "lease", fmt.Sprintf("%x", s.Lease()))
+		}
 	case errors.Is(err, ErrNoSeat):
 		c.metrics.ClaimResult(pool, ResultNoSeat)
 	case ctx.Err() != nil:

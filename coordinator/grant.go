@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -75,8 +74,11 @@ func (s *poolState) grantBehind(p *claimPlan) {
 // waiterRequest rebuilds the claim a queued waiter asked for from its key.
 func (s *poolState) waiterRequest(kv *mvccpb.KeyValue) (claimRequest, bool) {
 	pk, err := s.k.parse(string(kv.Key))
-	var rec waiterRecord
-	if err != nil || json.Unmarshal(kv.Value, &rec) != nil {
+	if err != nil {
+		return claimRequest{}, false
+	}
+	rec, err := decodeWaiterRecord(kv.Value)
+	if err != nil {
 		return claimRequest{}, false
 	}
 	o := claimOptions{holder: rec.Holder, tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}
@@ -122,8 +124,8 @@ func (s *poolState) grantOf(name string) *grant {
 	if !ok || s.seats[n].Lease != int64(leaseOfHex(name)) {
 		return nil
 	}
-	g := &grant{kv: s.seats[n], seat: n, rec: seatRecord{TenantSlot: -1, BindSlot: -1}}
-	if g.err = json.Unmarshal(g.kv.Value, &g.rec); g.err == nil && g.rec.Instance != "" {
+	g := &grant{kv: s.seats[n], seat: n}
+	if g.rec, g.err = decodeSeatRecord(g.kv.Value); g.err == nil && g.rec.Instance != "" {
 		if in, ok := s.instances[g.rec.Instance]; ok {
 			g.inst = &in
 		} else {

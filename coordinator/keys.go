@@ -37,6 +37,7 @@ import (
 
 const (
 	slotWidth = 7 // holds 0..9,999,999; MaxCapacity is 1,000,000
+	maxSlot   = 10_000_000
 	hexWidth  = 16
 )
 
@@ -85,10 +86,16 @@ func (k keys) queueKey(p string, lease clientv3.LeaseID, nonce uint64) string {
 	return k.queue(p) + queueName(lease, nonce)
 }
 func queueName(lease clientv3.LeaseID, nonce uint64) string {
-	return fmt.Sprintf("%016x-%016x", uint64(lease), nonce)
+	var b [2*hexWidth + 1]byte
+	putHex(b[:hexWidth], uint64(lease))
+	b[hexWidth] = '-'
+	putHex(b[hexWidth+1:], nonce)
+	return string(b[:])
 }
 func (k keys) fence(p string, lease clientv3.LeaseID) string {
-	return fmt.Sprintf("%s%s/%016x", k.pool(p), segFences, uint64(lease))
+	var b [hexWidth]byte
+	putHex(b[:], uint64(lease))
+	return k.pool(p) + segFences + "/" + string(b[:])
 }
 func (k keys) waitingKey(p string, lease clientv3.LeaseID, nonce uint64) string {
 	return k.pool(p) + segWaiting + "/" + queueName(lease, nonce)
@@ -97,7 +104,28 @@ func (k keys) released(p string, n int) string {
 	return k.pool(p) + segReleased + "/" + slot(n)
 }
 
-func slot(n int) string { return fmt.Sprintf("%0*d", slotWidth, n) }
+// slot formats n zero-padded to slotWidth digits. (These formatters run on
+// the release path, before its txn is sent: they avoid fmt, whose cost
+// there shows in BenchmarkReleaseToGrant.)
+func slot(n int) string {
+	if n < 0 || n >= maxSlot {
+		return fmt.Sprintf("%0*d", slotWidth, n) // never a slot in use: MaxCapacity < maxSlot
+	}
+	var b [slotWidth]byte
+	for i := slotWidth - 1; i >= 0; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[:])
+}
+
+// putHex writes v into dst as lower-case hex, zero-padded to len(dst).
+func putHex(dst []byte, v uint64) {
+	for i := len(dst) - 1; i >= 0; i-- {
+		dst[i] = "0123456789abcdef"[v&15]
+		v >>= 4
+	}
+}
 
 // parsedKey is a key under <root>/pools/ split into its parts.
 type parsedKey struct {

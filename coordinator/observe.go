@@ -21,8 +21,8 @@ func (c *Coordinator) seatOf(pool string, kv *mvccpb.KeyValue) (Seat, bool) {
 	if err != nil || pk.Seg != segSeats {
 		return Seat{}, false
 	}
-	rec := seatRecord{TenantSlot: -1, BindSlot: -1}
-	if json.Unmarshal(kv.Value, &rec) != nil {
+	rec, err := decodeSeatRecord(kv.Value)
+	if err != nil {
 		return Seat{}, false
 	}
 	return Seat{
@@ -140,8 +140,7 @@ func (c *Coordinator) Queue(ctx context.Context, pool string) ([]Waiter, error) 
 func (c *Coordinator) waitersOf(st *poolState) []Waiter {
 	var out []Waiter
 	for _, kv := range st.waiters() {
-		var rec waiterRecord
-		_ = json.Unmarshal(kv.Value, &rec) // a bad value still occupies its place
+		rec, _ := decodeWaiterRecord(kv.Value) // a bad value still occupies its place
 		w := waiterOf(st.pool, len(out), rec, kv)
 		ws := WaitStatus{Detail: "not a waiter record of etcdpool: the head passes it over"}
 		if req, ok := st.waiterRequest(kv); ok {

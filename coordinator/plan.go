@@ -1,13 +1,13 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -106,8 +106,8 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 		ClaimedAt: time.Now().UTC(), TenantSlot: -1, BindSlot: -1,
 	}}
 	p.cmps = append(p.cmps,
-		clientv3.Compare(clientv3.ModRevision(s.k.spec(s.pool)), "=", s.specKV.ModRevision),
-		clientv3.Compare(clientv3.ModRevision(s.k.fence(s.pool, req.lease)), "=", s.fences[req.lease]))
+		revCmp(clientv3.ModRevision(s.k.spec(s.pool)), "", pb.Compare_EQUAL, s.specKV.ModRevision),
+		revCmp(clientv3.ModRevision(s.k.fence(s.pool, req.lease)), "", pb.Compare_EQUAL, s.fences[req.lease]))
 	if err := s.planQueue(p, req); err != nil {
 		return nil, err
 	}
@@ -131,8 +131,7 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 	if err := s.planInstance(p, req); err != nil {
 		return nil, err
 	}
-	val, _ := json.Marshal(p.rec)
-	p.ops = append(p.ops, clientv3.OpPut(s.k.seat(s.pool, seat, p.claim), string(val), clientv3.WithLease(req.lease)))
+	p.ops = append(p.ops, clientv3.OpPut(s.k.seat(s.pool, seat, p.claim), string(p.rec.encode()), clientv3.WithLease(req.lease)))
 	if req.queueKey != "" {
 		p.ops = append(p.ops, clientv3.OpDelete(req.queueKey))
 	}
@@ -145,14 +144,14 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 			return &NoSeatError{Pool: s.pool, Reason: WaitQueue,
 				Detail: fmt.Sprintf("pool %q has claimants waiting (%d)", s.pool, len(s.queue))}
 		}
-		p.cmps = append(p.cmps, s.queueCmps(func(string, string) bool { return true }, "=", 0)...)
+		p.cmps = append(p.cmps, s.queueCmps(func(string, string) bool { return true }, pb.Compare_EQUAL, 0)...)
 		return nil
 	}
 	if _, ok := s.queue[req.queueKey]; !ok {
 		return fmt.Errorf("%w: queue entry of lease %x is gone", ErrSessionExpired, req.lease)
 	}
 	if req.granted {
-		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev))
+		p.cmps = append(p.cmps, revCmp(clientv3.CreateRevision(req.queueKey), "", pb.Compare_EQUAL, req.queueRev))
 		return nil
 	}
 	for _, kv := range s.queue {
@@ -162,9 +161,31 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 	}
 	// On an empty range etcd compares a zero key, and 0 > rev-1 fails: so
 	// only the ranges that hold waiters are compared (ours always does).
-	p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev))
-	p.cmps = append(p.cmps, s.queueCmps(s.holdsWaiters, ">", req.queueRev-1)...)
+	p.cmps = append(p.cmps, revCmp(clientv3.CreateRevision(req.queueKey), "", pb.Compare_EQUAL, req.queueRev))
+	p.cmps = append(p.cmps, s.queueCmps(s.holdsWaiters, pb.Compare_GREATER, req.queueRev-1)...)
 	return nil
+}
+
+// revCmp is clientv3.Compare(target.WithRange(end), result, rev) for a
+// create or mod revision target (no range when end is ""), built in place:
+// clientv3.Compare and WithRange each copy the compare by reflection
+// (proto.Clone), and a plan, on the path from a Release call to the next
+// grant, makes several. TestRevCmp checks it against clientv3.Compare.
+func revCmp(target clientv3.Cmp, end string, result pb.Compare_CompareResult, rev int64) clientv3.Cmp {
+	c := target.GetCompare()
+	if end != "" {
+		c.RangeEnd = []byte(end)
+	}
+	c.Result = result
+	switch c.Target {
+	case pb.Compare_CREATE:
+		c.TargetUnion = &pb.Compare_CreateRevision{CreateRevision: rev}
+	case pb.Compare_MOD:
+		c.TargetUnion = &pb.Compare_ModRevision{ModRevision: rev}
+	default:
+		panic("coordinator: revCmp of a target other than a revision")
+	}
+	return target
 }
 
 // maxUnleased bounds the unleased queue keys claims compare around: each
@@ -173,13 +194,13 @@ const maxUnleased = 32
 
 // queueCmps compares the queue prefix, skipping unleased keys: one compare
 // per range between them, for the ranges keep selects.
-func (s *poolState) queueCmps(keep func(from, to string) bool, op string, v int64) []clientv3.Cmp {
+func (s *poolState) queueCmps(keep func(from, to string) bool, op pb.Compare_CompareResult, v int64) []clientv3.Cmp {
 	q := s.k.queue(s.pool)
 	var cmps []clientv3.Cmp
 	from := q
 	for _, bad := range append(sortedKeys(s.unleased), clientv3.GetPrefixRangeEnd(q)) {
 		if from < bad && keep(from, bad) {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(from).WithRange(bad), op, v))
+			cmps = append(cmps, revCmp(clientv3.CreateRevision(from), bad, op, v))
 		}
 		from = bad + "\x00"
 	}
@@ -250,7 +271,7 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	}
 	p.inst, p.rec.Instance, p.rec.BindSlot = best, best.ID, bestSlot
 	p.cmps = append(p.cmps, bestCmps...)
-	p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(s.k.instance(s.pool, best.ID)), "=", best.Revision))
+	p.cmps = append(p.cmps, revCmp(clientv3.ModRevision(s.k.instance(s.pool, best.ID)), "", pb.Compare_EQUAL, best.Revision))
 	p.ops = append(p.ops, clientv3.OpPut(s.k.bind(s.pool, best.ID, bestSlot, p.claim), slot(p.seat), clientv3.WithLease(req.lease)))
 	return nil
 }
@@ -366,11 +387,11 @@ func (s *poolState) takeSlot(set slotSet) (int, []clientv3.Cmp, error) {
 		return 0, nil, errNeedWhole
 	}
 	prefix := slotPrefix(set.prefix, n)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(prefix).WithPrefix(), "=", s.freed[prefix])}
+	cmps := []clientv3.Cmp{revCmp(clientv3.CreateRevision(prefix), clientv3.GetPrefixRangeEnd(prefix), pb.Compare_EQUAL, s.freed[prefix])}
 	if set.high {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set.prefix).WithPrefix(), "<", s.rev+1))
+		cmps = append(cmps, revCmp(clientv3.CreateRevision(set.prefix), clientv3.GetPrefixRangeEnd(set.prefix), pb.Compare_LESS, s.rev+1))
 	} else {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(set.prefix+slot(set.limit)).WithRange(clientv3.GetPrefixRangeEnd(set.prefix)), "=", 0))
+		cmps = append(cmps, revCmp(clientv3.CreateRevision(set.prefix+slot(set.limit)), clientv3.GetPrefixRangeEnd(set.prefix), pb.Compare_EQUAL, 0))
 	}
 	return n, cmps, nil
 }

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -147,7 +146,7 @@ func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, mi
 // extra are more ops of the same txn (the delete of a waiting record).
 func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string, extra ...clientv3.Op) (int64, *Claim, error) {
 	o := req.opts
-	val, _ := json.Marshal(waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: time.Now().UTC()})
+	val := waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: time.Now().UTC()}.encode()
 	sh := c.shared(pool)
 	fence := c.k.fence(pool, req.lease)
 	// No backoff: the only compare is this claimant's own fence, which

@@ -59,8 +59,7 @@ func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
 			[]clientv3.Op{clientv3.OpDelete(key)}, nil))
 	}
 	rel.Token = h.token
-	val, _ := json.Marshal(rel)
-	return append(ops, clientv3.OpPut(c.k.released(h.pool, h.seat), string(val), clientv3.WithLease(h.lease)))
+	return append(ops, clientv3.OpPut(c.k.released(h.pool, h.seat), string(rel.encode()), clientv3.WithLease(h.lease)))
 }
 
 // Release gives the seat back. It is fenced by the token: it deletes the
@@ -82,29 +81,37 @@ func (cl *Claim) Release(ctx context.Context) error {
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
 	ops := c.releaseOps(cl.held(), rel)
-	next, hand, done := c.handoff(cl.held())
+	next, done := c.handoff(cl.held())
 	defer done()
-	if next != nil {
-		ops = append(ops, hand)
-	}
 	b := releaseRetry.Backoff()
-	for try := 0; ; try++ {
-		resp, err := c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).
+	for lost := false; ; {
+		cmps, then := []clientv3.Cmp{cl.IsOwner()}, ops
+		if next != nil {
+			cmps, then = append(cmps, next.cmps...), append(ops[:len(ops):len(ops)], next.ops...)
+		}
+		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).
 			Else(clientv3.OpGet(c.k.released(cl.pool, cl.seat))).Commit()
 		switch {
-		case err == nil && (resp.Succeeded || (try > 0 && cl.releasedByUs(rangeKvs(resp), rel))):
+		case err == nil && (resp.Succeeded || (lost && cl.releasedByUs(rangeKvs(resp), rel))):
 			// A retry that finds our own release record: an earlier try
 			// committed and its answer was lost.
 			cl.lose(ErrReleased, "")
-			c.released(cl, next, resp)
+			c.released(cl, next)
 			if cl.reusable.CompareAndSwap(true, false) {
 				cl.sess.names.give(cl.rec.Nonce) // every key of its name is gone (names.go)
 			}
 			return nil
+		case err == nil && next != nil:
+			// The hand-off's view was stale, or the seat is gone: the
+			// release alone tells which (handoff.go).
+			c.log.Debug("hand-off refused; releasing alone", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
+			next = nil
+			continue
 		case err == nil:
 			cl.classify(ctx) // tell Err why the seat was already gone
 			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
 		}
+		lost, next = true, nil // whether or not it applied, the retry is the release alone
 		if !c.pause(ctx, nil, b, cl.pool, RetryRelease, err) {
 			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
 		}

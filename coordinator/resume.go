@@ -101,8 +101,8 @@ func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat i
 	if len(kvs) != 1 || kvs[0].CreateRevision != token || kvs[0].Lease != int64(s.Lease()) {
 		return nil, notAdoptable(pool, seat, token, s.Lease(), kvs)
 	}
-	rec := seatRecord{TenantSlot: -1, BindSlot: -1}
-	if err := json.Unmarshal(kvs[0].Value, &rec); err != nil {
+	rec, err := decodeSeatRecord(kvs[0].Value)
+	if err != nil {
 		return nil, fmt.Errorf("%w: pool %q seat %d has a malformed value: %v", ErrInvalid, pool, seat, err)
 	}
 	if pk, err := c.k.parse(string(kvs[0].Key)); err != nil || pk.Claim != queueName(s.Lease(), rec.Nonce) {

@@ -1,9 +1,10 @@
 package coordinator
 
 import (
+	"cmp"
 	"encoding/json"
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -279,7 +280,7 @@ func (s *poolState) waiters() []*mvccpb.KeyValue {
 	for _, kv := range s.queue {
 		out = append(out, kv)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreateRevision < out[j].CreateRevision })
+	slices.SortFunc(out, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
 	return out
 }
 

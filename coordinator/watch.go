@@ -244,8 +244,7 @@ func seatEvent(e Event, ev *clientv3.Event, seat int, rel releaseRecord, poolDel
 		kv = ev.PrevKv
 	}
 	if kv != nil {
-		var rec seatRecord
-		_ = json.Unmarshal(kv.Value, &rec)
+		rec, _ := decodeSeatRecord(kv.Value)
 		e.Token, e.Holder, e.Tenant, e.Instance = kv.CreateRevision, rec.Holder, rec.Tenant, rec.Instance
 	}
 	switch {
@@ -271,8 +270,7 @@ func waiterEvent(e Event, ev *clientv3.Event) (Event, bool) {
 		kv, e.Type = ev.PrevKv, EventWaiterLeft
 	}
 	if kv != nil {
-		var rec waiterRecord
-		_ = json.Unmarshal(kv.Value, &rec)
+		rec, _ := decodeWaiterRecord(kv.Value)
 		e.Holder, e.Tenant = rec.Holder, rec.Tenant
 	}
 	return e, true
