@@ -72,8 +72,8 @@
 // behind it in order, each grant a nested txn that re-checks that waiter's
 // queue key, fence and slots, and writes its seat under its name, which is
 // how the waiter finds it (grant.go). A release made while others wait
-// hands the seat to the first of them in the release txn itself, by such a
-// nested grant (handoff.go). A waiter barred by its own tenant limit or
+// hands the seat to the first of them in the release txn itself, by the
+// same compares and writes added to the release's own (handoff.go). A waiter barred by its own tenant limit or
 // instance selector steps out of line instead of blocking the others (see
 // queue.go).
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -160,7 +161,7 @@ func (sc *scanner) names(holder, tenant, instance *string) bool {
 
 // lit consumes s if the input continues with it.
 func (sc *scanner) lit(s string) bool {
-	if !bytes.HasPrefix(sc.b[sc.i:], []byte(s)) {
+	if len(sc.b)-sc.i < len(s) || string(sc.b[sc.i:sc.i+len(s)]) != s {
 		return false
 	}
 	sc.i += len(s)
@@ -170,7 +171,7 @@ func (sc *scanner) lit(s string) bool {
 // token consumes the bytes up to the next of stop (not included).
 func (sc *scanner) token(stop string) []byte {
 	j := sc.i
-	for j < len(sc.b) && bytes.IndexByte([]byte(stop), sc.b[j]) < 0 {
+	for j < len(sc.b) && strings.IndexByte(stop, sc.b[j]) < 0 {
 		j++
 	}
 	t := sc.b[sc.i:j]
