@@ -125,7 +125,12 @@ func (s *poolState) grantOf(name string) *grant {
 		return nil
 	}
 	g := &grant{kv: s.seats[n], seat: n}
-	if g.rec, g.err = decodeSeatRecord(g.kv.Value); g.err == nil && g.rec.Instance != "" {
+	g.rec, g.err = decodeSeatRecord(g.kv.Value)
+	// The key's name, not its value, says which keys are the claim's: a
+	// value that does not decode must not leave the release of its seat
+	// aiming at another key (TestGrantOfUndecodableSeatIsGivenUp).
+	g.rec.Nonce = nonceOfHex(name)
+	if g.err == nil && g.rec.Instance != "" {
 		if in, ok := s.instances[g.rec.Instance]; ok {
 			g.inst = &in
 		} else {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -78,4 +79,57 @@ func deletesUnder(r *pb.TxnRequest, segment string) bool {
 		}
 	}
 	return false
+}
+
+// TestGrantOfUndecodableSeatIsGivenUp: a waiter woken by a grant whose
+// seat value does not decode (written by something other than etcdpool)
+// must not hang or return a claim it cannot describe: Claim fails and
+// names the seat, and the seat, held under the waiter's lease, is released
+// (fenced by its token) so that it does not sit held until the session
+// ends.
+func TestGrantOfUndecodableSeatIsGivenUp(t *testing.T) {
+	prefix := fmt.Sprintf("/badgrant/%d", time.Now().UnixNano())
+	cli := newClient(t)
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	ws := testkit.Session(t, cli, 30*time.Second)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(ctx, ws, "p", coordinator.WithWait())
+		errc <- err
+	}()
+	waitQueued(t, c, "p", 1)
+
+	pool := prefix + "/pools/p/"
+	q, err := cli.Get(ctx, pool+"queue/", clientv3.WithPrefix())
+	if err != nil || len(q.Kvs) != 1 {
+		t.Fatalf("queue: %v %v", q, err)
+	}
+	seats, err := cli.Get(ctx, pool+"seats/", clientv3.WithPrefix())
+	if err != nil || len(seats.Kvs) != 1 {
+		t.Fatalf("seats: %v %v", seats, err)
+	}
+	qkey, held := q.Kvs[0], seats.Kvs[0]
+	name := string(qkey.Key[strings.LastIndexByte(string(qkey.Key), '/')+1:])
+	bad := pool + "seats/" + fmt.Sprintf("%0*d", coordinator.SlotWidth, 0) + "/" + name
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(qkey.Key)), "=", qkey.CreateRevision)).
+		Then(clientv3.OpDelete(string(held.Key)), clientv3.OpPut(bad, "not a seat record", clientv3.WithLease(ws.Lease())),
+			clientv3.OpDelete(string(qkey.Key))).Commit()
+	if err != nil || !resp.Succeeded {
+		t.Fatalf("foreign grant: %v %v", resp, err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), bad) {
+			t.Fatalf("Claim returned %v; want an error that names %q", err, bad)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter did not return after a grant it cannot decode")
+	}
+	testkit.Eventually(t, 10*time.Second, "the undecodable seat released", func() bool {
+		r, err := cli.Get(ctx, bad)
+		return err == nil && len(r.Kvs) == 0
+	})
 }
