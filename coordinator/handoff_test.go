@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -67,6 +68,63 @@ func TestStaleHandoffReleasesAlone(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter was not granted the seat the release freed")
+	}
+}
+
+// TestHandoffOfLostSeatGrantsNothing: a release's hand-off is planned on
+// this process's view, which still shows the releaser's seat. Here that
+// seat is force-released between the plan and the txn: the txn must apply
+// nothing (no grant of a seat the releaser no longer held), Release must
+// report ErrNotHeld, and the waiter must end up with the one seat.
+func TestHandoffOfLostSeatGrantsNothing(t *testing.T) {
+	prefix := fmt.Sprintf("/losthandoff/%d", time.Now().UnixNano())
+	raw := newClient(t)
+	var other *coordinator.Coordinator
+	var holder *coordinator.Claim
+	var steal atomic.Bool
+	var handoffs, applied atomic.Int64
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		r, ok := req.(*pb.TxnRequest)
+		if !ok || !deletesUnder(r, "/seats/") || !deletesUnder(r, "/queue/") {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		handoffs.Add(1)
+		if steal.CompareAndSwap(true, false) {
+			if _, err := other.ForceRelease(ctx, "p", holder.Seat(), holder.Token(), "test"); err != nil {
+				t.Error(err)
+			}
+		}
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err == nil && reply.(*pb.TxnResponse).Succeeded {
+			applied.Add(1)
+		}
+		return err
+	}
+	cli := newObservedClient(t, shared.Endpoint(), ic)
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
+	other = testkit.Coordinator(t, raw, coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	h, first := holderAndWaiter(t, ctx, c, other, cli)
+	holder = h
+
+	steal.Store(true)
+	if err := holder.Release(ctx); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("release of a force-released seat: %v; want ErrNotHeld", err)
+	}
+	if steal.Load() || handoffs.Load() != 1 {
+		t.Fatalf("the release sent %d hand-off txns; want 1", handoffs.Load())
+	}
+	if n := applied.Load(); n != 0 {
+		t.Fatalf("the hand-off of a seat its releaser no longer held applied (%d)", n)
+	}
+	select {
+	case next := <-first:
+		seats, err := other.Seats(ctx, "p")
+		if err != nil || len(seats) != 1 || next == nil || seats[0].Token != next.Token() {
+			t.Fatalf("the pool holds %+v (%v); want the waiter's seat alone", seats, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter was not granted the seat the force-release freed")
 	}
 }
 
