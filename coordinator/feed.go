@@ -241,14 +241,14 @@ func (c *Coordinator) openFeed(ctx context.Context, pool string) (clientv3.Watch
 	case !ok:
 		return nil, fmt.Errorf("coordinator: watch pool %q: the watch closed before etcd registered it", pool)
 	}
-	return events, wr.Err()
+	return events, etcdclient.WatchErr(wr)
 }
 
 // followFeed applies watch events until the watch breaks, and returns why
 // it broke.
 func (c *Coordinator) followFeed(pool string, f *poolFeed, events clientv3.WatchChan) error {
 	for wr := range events {
-		if err := wr.Err(); err != nil {
+		if err := etcdclient.WatchErr(wr); err != nil {
 			return err
 		}
 		f.update(true, wr.Events, f.owned(func(st *poolState) { st.apply(wr.Events) }))

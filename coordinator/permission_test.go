@@ -18,19 +18,8 @@ import (
 // pool but not write its seats gets the permission error at once, with
 // and without wait, instead of waiting or retrying forever.
 func TestPermissionDeniedEndsAtOnce(t *testing.T) {
-	cl := etcdtest.Start(t)
-	root := etcdtest.EnableAuth(t, cl.Client(t))
+	cl, _, _ := authPool(t, "viewer", clientv3.PermissionType(clientv3.PermRead))
 	ctx := testkit.Ctx(t, 30*time.Second)
-	rc := testkit.Coordinator(t, root)
-	testkit.CreatePool(t, rc, "gpu", coordinator.PoolSpec{Capacity: 1})
-	if _, err := root.RoleAdd(ctx, "viewer"); err != nil {
-		t.Fatal(err)
-	}
-	prefix := rc.Prefix() + "/pools/"
-	if _, err := root.RoleGrantPermission(ctx, "viewer", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermRead)); err != nil {
-		t.Fatal(err)
-	}
-	etcdtest.AddUser(t, root, "viewer", "pw", "viewer")
 	cli := etcdtest.UserClient(t, cl.Endpoints(), "viewer", "pw")
 	c := testkit.Coordinator(t, cli)
 	s := testkit.Session(t, cli, 10*time.Second)
@@ -51,4 +40,58 @@ func TestPermissionDeniedEndsAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFeedDeniedEndsWaiter: a waiter's pool feed re-opens its watch when
+// it breaks (here the connection is cut too). If etcd then refuses the
+// watch (the claimant's role lost its permission meanwhile), the feed stops
+// with that permanent error and the waiting Claim returns it at once,
+// rather than retrying forever. It did retry forever: clientv3 passes
+// etcd's cancel reason as a plain error (etcdclient.WatchErr).
+func TestFeedDeniedEndsWaiter(t *testing.T) {
+	cl, root, rc := authPool(t, "claimant", clientv3.PermissionType(clientv3.PermReadWrite))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	mustClaim(t, ctx, rc, testkit.Session(t, root, 30*time.Second), "gpu")
+	prefix := rc.Prefix() + "/pools/"
+	p := etcdtest.NewProxy(t, cl.Endpoints()[0])
+	cli := etcdtest.UserClient(t, []string{p.URL()}, "claimant", "pw")
+	c := testkit.Coordinator(t, cli)
+	s := testkit.Session(t, cli, 30*time.Second)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(ctx, s, "gpu", coordinator.WithWait())
+		waited <- err
+	}()
+	waitQueued(t, rc, "gpu", 1)
+
+	if _, err := root.RoleRevokePermission(ctx, "claimant", prefix, clientv3.GetPrefixRangeEnd(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	p.Restore() // the connection breaks: the client re-opens the feed's watch, if it had not
+
+	select {
+	case err := <-waited:
+		if !errors.Is(err, rpctypes.ErrPermissionDenied) {
+			t.Fatalf("waiter whose feed was refused: %v; want permission denied", err)
+		}
+		t.Logf("the waiter ended %v after the revoke: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiter still waits 15 s after etcd refused its pool feed")
+	}
+}
+
+// authPool starts an etcd with auth on, creates pool "gpu" of one seat as
+// root, and adds user (password "pw") holding a role of that name with
+// perm on every pool. It returns the cluster, a root client and a root
+// Coordinator.
+func authPool(t *testing.T, user string, perm clientv3.PermissionType) (*etcdtest.Cluster, *clientv3.Client, *coordinator.Coordinator) {
+	t.Helper()
+	cl := etcdtest.Start(t)
+	root := etcdtest.EnableAuth(t, cl.Client(t))
+	rc := testkit.Coordinator(t, root)
+	testkit.CreatePool(t, rc, "gpu", coordinator.PoolSpec{Capacity: 1})
+	etcdtest.AddPrefixRole(t, root, user, rc.Prefix()+"/pools/", perm)
+	etcdtest.AddUser(t, root, user, "pw", user)
+	return cl, root, rc
 }

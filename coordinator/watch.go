@@ -6,13 +6,17 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // Watch streams the events of one pool, or of every pool when pool is "".
 // It lists first and watches from the listing's revision + 1 with
 // WithRequireLeader. When the watch breaks (compaction, a lost leader, a
 // closed stream) it sends EventResync, re-lists and continues; it never
-// resumes at a compacted revision. The channel is closed when ctx ends or the
+// resumes at a compacted revision. A read or watch that etcd refuses
+// (permission denied) is logged at warn level and retried every 500 ms,
+// like any other failure. The channel is closed when ctx ends or the
 // Coordinator is closed. A slow reader slows the stream; nothing is dropped
 // except across a resync. Watch reads once before it returns, so every change
 // committed after it returns is delivered; if that read fails, the stream
@@ -90,6 +94,7 @@ func (c *Coordinator) stream(ctx context.Context, prefix string, after int64, mo
 		if after == 0 { // (re-)list, and in relist mode say so
 			resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {
+				c.streamBroke(prefix, "read", err)
 				pause()
 				continue
 			}
@@ -127,7 +132,8 @@ func (c *Coordinator) watchOnce(ctx context.Context, prefix string, after int64,
 			}
 			return wr.CompactRevision - 1, true
 		}
-		if wr.Err() != nil {
+		if err := etcdclient.WatchErr(wr); err != nil {
+			c.streamBroke(prefix, "watch", err)
 			return after, false
 		}
 		for _, ev := range c.translate(wr.Events) {
@@ -140,6 +146,17 @@ func (c *Coordinator) watchOnce(ctx context.Context, prefix string, after int64,
 		}
 	}
 	return after, false
+}
+
+// streamBroke logs why an event stream's read or watch failed: at warn
+// level when retrying cannot help (etcd refuses it), since the stream has
+// no other way to say so.
+func (c *Coordinator) streamBroke(prefix, op string, err error) {
+	if etcdclient.IsPermanent(err) {
+		c.log.Warn("event stream refused; retrying", "prefix", prefix, "op", op, "err", err)
+		return
+	}
+	c.log.Debug("event stream broke; retrying", "prefix", prefix, "op", op, "err", err)
 }
 
 // translate turns the raw events of one watch response into pool events.

@@ -104,6 +104,12 @@ func TestClassify(t *testing.T) {
 		{rpctypes.ErrNoLeader, Transient},
 		{status.Error(codes.Unavailable, "connection refused"), Transient},
 		{errors.New("something else"), Transient},
+		// A watch etcd cancelled: clientv3 passes the status's text as a
+		// plain error (etcdclient.cancelled).
+		{errors.New(rpctypes.ErrGRPCPermissionDenied.Error()), Permanent},
+		{fmt.Errorf("follow pool: %w", errors.New(rpctypes.ErrGRPCPermissionDenied.Error())), Permanent},
+		{errors.New(rpctypes.ErrGRPCNoLeader.Error()), Transient},
+		{errors.New("rpc error: code = PermissionDenied desc = not an etcd error"), Transient},
 	}
 	for _, tt := range tests {
 		if got := Classify(tt.err); got != tt.want {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -67,6 +68,9 @@ var ambiguousEtcd = []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToConnect
 // classify etcd and gRPC errors. An error it does not recognize is
 // Transient: a process that keeps running retries it, with backoff.
 func Classify(err error) Class {
+	if typed, ok := cancelled(err); ok {
+		err = typed
+	}
 	switch {
 	case err == nil:
 		return None
@@ -97,6 +101,44 @@ func Classify(err error) Class {
 		}
 	}
 	return Transient
+}
+
+// WatchErr is wr.Err(), with the etcd error restored when etcd cancelled
+// the watch (see cancelled): errors.Is(WatchErr(wr),
+// rpctypes.ErrPermissionDenied) holds for a watch refused for want of
+// permission, as for any other request refused so.
+func WatchErr(wr clientv3.WatchResponse) error {
+	err := wr.Err()
+	if typed, ok := cancelled(err); ok {
+		return fmt.Errorf("watch cancelled by etcd: %w", typed)
+	}
+	return err
+}
+
+// cancelled returns the etcd error whose text err, or an error it wraps,
+// carries when it is the error of a watch that etcd cancelled. clientv3
+// hands such a watch the cancel reason, which is a gRPC status's text
+// ("rpc error: code = PermissionDenied desc = etcdserver: permission
+// denied"), as a plain error (client v3.7.3, watch.go addSubstream); so
+// neither errors.Is nor status.FromError recognise it, and a watch etcd
+// refuses would be retried as a transient failure forever. etcd cancels a
+// watch that way when it is opened, or re-opened after a reconnect,
+// without read permission on its range.
+func cancelled(err error) (error, bool) {
+	for ; err != nil; err = errors.Unwrap(err) {
+		rest, ok := strings.CutPrefix(err.Error(), "rpc error: code = ")
+		if !ok {
+			continue
+		}
+		_, desc, ok := strings.Cut(rest, " desc = ")
+		if !ok {
+			continue
+		}
+		if typed, ok := rpctypes.Error(errors.New(desc)).(rpctypes.EtcdError); ok {
+			return typed, true
+		}
+	}
+	return nil, false
 }
 
 // IsPermanent reports whether err is Permanent.

@@ -63,3 +63,17 @@ func UserClient(t testing.TB, endpoints []string, user, password string) *client
 	t.Cleanup(func() { cli.Close() })
 	return cli
 }
+
+// AddPrefixRole adds role through root, with permission perm on every key
+// under prefix.
+func AddPrefixRole(t testing.TB, root *clientv3.Client, role, prefix string, perm clientv3.PermissionType) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := root.RoleAdd(ctx, role); err != nil {
+		t.Fatalf("etcdtest: role add %s: %v", role, err)
+	}
+	if _, err := root.RoleGrantPermission(ctx, role, prefix, clientv3.GetPrefixRangeEnd(prefix), perm); err != nil {
+		t.Fatalf("etcdtest: grant %s on %s: %v", role, prefix, err)
+	}
+}

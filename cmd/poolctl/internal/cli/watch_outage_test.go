@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/testkit"
@@ -83,5 +85,34 @@ func TestWatchResyncsAfterCompaction(t *testing.T) {
 	r.want(t, ExitOK)
 	if strings.Contains(r.out, "lost-in-compaction") {
 		t.Errorf("an event from compacted history arrived; the test did not cut the watch off:\n%s", r.out)
+	}
+}
+
+// TestWatchEndsWhenRefused: a running watch whose user loses its read
+// permission is cancelled by etcd when the watch is re-opened (here after
+// its connection is cut). poolctl watch must end with the denial, not
+// retry it forever: clientv3 passes etcd's cancel reason as a plain error,
+// which looked transient until etcdclient.WatchErr.
+func TestWatchEndsWhenRefused(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	proxy := etcdtest.NewProxy(t, cluster.Endpoint(0))
+	h := &harness{t: t, eps: proxy.URL(), cli: cluster.Client(t)}
+	h.c = testkit.Coordinator(t, h.cli)
+	h.createPool("gpu", coordinator.PoolSpec{Capacity: 1})
+	root := h.enableAuth(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	prefix := h.c.Prefix() + "/pools/"
+	etcdtest.AddPrefixRole(t, root, "watcher", prefix, clientv3.PermissionType(clientv3.PermRead))
+	etcdtest.AddUser(t, root, "watcher", "pw", "watcher")
+	h.c = testkit.Coordinator(t, root) // the harness's own client is refused now
+	_, wait := h.startWatch(t, "gpu", "--dial-timeout", "10s", "--user", "watcher:pw", "gpu")
+
+	if _, err := root.RoleRevokePermission(ctx, "watcher", prefix, clientv3.GetPrefixRangeEnd(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Restore() // the watch is re-opened, and refused
+	r := wait()
+	if r.code != ExitDenied || !strings.Contains(r.err, "permission denied") {
+		t.Fatalf("watch refused by etcd: exit %d, stderr %q; want %d and the denial", r.code, r.err, ExitDenied)
 	}
 }

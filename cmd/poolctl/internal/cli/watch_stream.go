@@ -9,13 +9,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // eventStream is poolctl watch's stream: it watches prefix from a
 // revision, resumes after a break where it stopped, and re-lists only
 // when etcd compacted the history it needed (never resuming at a
-// compacted revision). Every break and resync is reported through warn.
+// compacted revision). Every break and resync is reported through warn; a
+// watch etcd refuses (permission denied) ends the stream with that error.
 type eventStream struct {
 	cli    *clientv3.Client
 	tr     translator
@@ -71,6 +73,8 @@ func (s *eventStream) run(ctx context.Context, rev int64, emit func(watchEvent) 
 		case errors.As(err, &ce) && s.from != 0 && next == s.from:
 			// Nothing was delivered from the revision asked for.
 			return fmt.Errorf("--rev %d: %w (use --rev %d or later, or no --rev)", s.from, err, ce.compacted+1)
+		case etcdclient.IsPermanent(err):
+			return err // etcd refuses the watch (permission denied): retrying cannot help
 		case errors.As(err, &ce):
 			if next, err = s.resync(ctx, next, ce, emit); err != nil {
 				if ctx.Err() != nil {
@@ -103,7 +107,7 @@ func (s *eventStream) follow(ctx context.Context, rev int64, emit func(watchEven
 		if wr.CompactRevision != 0 {
 			return rev, compactedError{from: rev, compacted: wr.CompactRevision}
 		}
-		if err := wr.Err(); err != nil {
+		if err := etcdclient.WatchErr(wr); err != nil {
 			return rev, err
 		}
 		for _, ev := range s.tr.translate(wr.Events) {
