@@ -126,15 +126,34 @@ func p50(d []time.Duration) time.Duration {
 // loop. "from-commit" starts when Release returns; "from-call" when it is
 // called, and so includes the release txn itself.
 //
+// same-process: the waiter is a claimant of the releaser's Coordinator,
+// and the release hands the seat to it in its own txn (handoff.go).
+// other-process: holder and waiter take turns on two Coordinators, each
+// with its own client and session, as two processes would: the releaser
+// knows of no waiter, so the waiter claims the seat itself once the watch
+// tells it of the release (Known limits in the README).
+//
 // It also times a hand-over written on raw etcd: a txn that deletes the
 // holder's key, fenced by its create revision, and puts the next holder's,
 // from the call until a watch on the next holder's key, in the same
 // process, delivers it. That is what any hand-off through etcd pays at the
 // least: a txn and a watch event. ratio-vs-raw-handover compares with it.
 func BenchmarkReleaseToGrant(b *testing.B) {
+	b.Run("same-process", func(b *testing.B) { benchReleaseToGrant(b, false) })
+	b.Run("other-process", func(b *testing.B) { benchReleaseToGrant(b, true) })
+}
+
+func benchReleaseToGrant(b *testing.B, otherProcess bool) {
 	cli, c := benchPool(b, 1)
 	ctx := context.Background()
 	s := testkit.Session(b, cli, 30*time.Second)
+	claimants := []*coordinator.Coordinator{c}
+	sessions := []*coordinator.Session{s}
+	if otherProcess {
+		cli2 := newClient(b, cli.Endpoints()...)
+		claimants = append(claimants, testkit.Coordinator(b, cli2, coordinator.WithPrefix("/bench")))
+		sessions = append(sessions, testkit.Session(b, cli2, 30*time.Second))
+	}
 	var raw, warm, handover, fromCommit, fromCall []time.Duration
 	delivered := watchPuts(b, cli, "/rawho/next/")
 	holder, err := c.Claim(ctx, s, "p")
@@ -145,8 +164,9 @@ func BenchmarkReleaseToGrant(b *testing.B) {
 	for i := range b.N {
 		granted := make(chan time.Time, 1)
 		var next *coordinator.Claim
+		w := (i + 1) % len(claimants) // the waiter's side
 		go func() {
-			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait())
+			cl, err := claimants[w].Claim(ctx, sessions[w], "p", coordinator.WithWait())
 			if err != nil {
 				b.Error(err)
 			}
