@@ -110,6 +110,9 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("follow pool: %w", errors.New(rpctypes.ErrGRPCPermissionDenied.Error())), Permanent},
 		{errors.New(rpctypes.ErrGRPCNoLeader.Error()), Transient},
 		{errors.New("rpc error: code = PermissionDenied desc = not an etcd error"), Transient},
+		// A real status is classified by its code, not by its text.
+		{rpctypes.ErrGRPCKeyNotFound, Permanent},
+		{fmt.Errorf("get: %w", rpctypes.ErrGRPCKeyNotFound), Permanent},
 	}
 	for _, tt := range tests {
 		if got := Classify(tt.err); got != tt.want {

@@ -125,6 +125,10 @@ func WatchErr(wr clientv3.WatchResponse) error {
 // watch that way when it is opened, or re-opened after a reconnect,
 // without read permission on its range.
 func cancelled(err error) (error, bool) {
+	var typed rpctypes.EtcdError
+	if _, ok := status.FromError(err); ok || errors.As(err, &typed) {
+		return nil, false // nil, a gRPC status or an etcd error: classified as it is
+	}
 	for ; err != nil; err = errors.Unwrap(err) {
 		rest, ok := strings.CutPrefix(err.Error(), "rpc error: code = ")
 		if !ok {
