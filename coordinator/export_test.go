@@ -1,7 +1,23 @@
 package coordinator
 
+import clientv3 "go.etcd.io/etcd/client/v3"
+
 // FeedSynced reports whether c runs a synced feed of pool (feed.go): its
 // shared state of the pool is then exact.
 func FeedSynced(c *Coordinator, pool string) bool {
 	return c.shared(pool).current()
+}
+
+// ViewsWaiter reports whether c's shared state of pool shows a queue key of
+// lease.
+func ViewsWaiter(c *Coordinator, pool string, lease clientv3.LeaseID) bool {
+	sh := c.shared(pool)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for key := range sh.st.queue {
+		if pk, err := c.k.parse(key); err == nil && leaseOfHex(pk.Name) == lease {
+			return true
+		}
+	}
+	return false
 }

@@ -10,14 +10,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The pool feed. While claimants of this process wait on a pool, one
-// goroutine keeps the pool's shared state exact: a watch opened at the
+// The pool feed. While claimants of this process wait on a pool, or hold
+// seats of a small pool that they were granted from its queue (keepFeed),
+// one goroutine keeps the pool's shared state exact: a watch opened at the
 // current revision, then a read, then every event of the watch after the
 // read's revision; and the same again when the watch breaks (never
 // resuming at a past revision; see openFeed). The head of the queue and
 // pre-waiters look at it after each change (under its lock, without a
 // copy; the head copies it only to plan a claim txn), so a new head, or a
-// second waiter in the same process, starts without reading the pool.
+// second waiter in the same process, starts without reading the pool, and
+// a holder's release can hand its seat to the first waiter (handoff.go).
 // Other waiters do not wake on it: each watches only the waiter ahead and
 // its own queue key.
 
@@ -57,6 +59,44 @@ func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
 	}
 	f.refs++
 	return f, nil
+}
+
+// maxFedHolders is the largest capacity of a pool whose holders keep its
+// feed (keepFeed). Each feed receives every change of the pool, so the
+// feeds of holders cost etcd up to this many watch events per change.
+const maxFedHolders = 64
+
+// keepFeed makes cl, a claim granted from the queue while its process's
+// feed f ran, keep f running until the claim ends (Claim.lose), so that
+// its release can hand the seat to the next waiter in the same txn
+// (handoff.go), whichever process that waiter is in. Only for pools of at
+// most maxFedHolders seats; a claim made without waiting starts no feed.
+func (c *Coordinator) keepFeed(cl *Claim, f *poolFeed) {
+	if cl == nil {
+		return
+	}
+	f.sh.mu.Lock()
+	small := f.sh.st.spec.Capacity <= maxFedHolders
+	f.sh.mu.Unlock()
+	if !small {
+		return
+	}
+	c.mu.Lock()
+	if c.closed || c.feeds[cl.pool] != f {
+		c.mu.Unlock()
+		return
+	}
+	f.refs++
+	c.mu.Unlock()
+	cl.mu.Lock()
+	kept := cl.err == nil
+	if kept {
+		cl.feed = f
+	}
+	cl.mu.Unlock()
+	if !kept {
+		c.releaseFeed(cl.pool, f) // lost already: nothing to hand off
+	}
 }
 
 // releaseFeed drops one user; the last one stops the feed.

@@ -31,9 +31,15 @@ import (
 //
 // The releaser plans the hand-off from this process's view of the pool:
 // the shared state, which the pool feed keeps exact while this process has
-// waiters on the pool, and which a claim that read the whole pool last
-// (rather than a probe, probe.go). What it does not do: a process that has
-// no waiters of its own on the pool, and so only probes, does not hand off.
+// waiters on the pool or holds seats it was granted from the queue of a
+// pool of at most maxFedHolders seats (keepFeed); or which a claim that
+// read the whole pool last (rather than a probe, probe.go). So under
+// contention, where holders come out of the queue, a release hands off to
+// the next waiter whichever process it is in. What it does not do: a
+// process that neither waits on the pool nor holds a seat granted from
+// its queue, and so only probes, frees the seat and the head claims it;
+// and releases of several processes at once all aim at the first waiter,
+// so all but one of them are sent again alone.
 
 // handoff plans the grant of the seat h frees to the first waiter in this
 // process's view that may take it, or returns a nil plan. The plan's

@@ -127,6 +127,55 @@ func waiterHoldsTheSeat(t *testing.T, ctx context.Context, other *coordinator.Co
 	}
 }
 
+// TestHandoffAcrossProcesses: a claim granted from the queue keeps its
+// process's pool feed while it holds (keepFeed), so its release hands the
+// seat to the next waiter in the same txn even when that waiter is another
+// process's: here two Coordinators with their own clients, as two
+// processes. Before, such a release only freed the seat, and the waiter
+// took it with its own claim txn.
+func TestHandoffAcrossProcesses(t *testing.T) {
+	prefix := fmt.Sprintf("/xhandoff/%d", time.Now().UnixNano())
+	var handoffs atomic.Int64
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := req.(*pb.TxnRequest); ok && err == nil && deletesUnder(r, "/seats/") && deletesUnder(r, "/queue/") &&
+			reply.(*pb.TxnResponse).Succeeded {
+			handoffs.Add(1)
+		}
+		return err
+	}
+	cliA := newObservedClient(t, shared.Endpoint(), ic)
+	a := testkit.Coordinator(t, cliA, coordinator.WithPrefix(prefix))
+	cliB := newClient(t, shared.Endpoint())
+	b := testkit.Coordinator(t, cliB, coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, a, "p", coordinator.PoolSpec{Capacity: 1})
+	sa, sb := testkit.Session(t, cliA, 30*time.Second), testkit.Session(t, cliB, 30*time.Second)
+
+	first := mustClaim(t, ctx, b, sb, "p")
+	fromQueue := claimWaiting(t, ctx, a, sa, "p")
+	waitQueued(t, b, "p", 1)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder := <-fromQueue // granted from the queue: a keeps its feed
+	if holder == nil {
+		t.FailNow()
+	}
+	next := claimWaiting(t, ctx, b, sb, "p")
+	testkit.Eventually(t, 10*time.Second, "the holder's process sees the waiter", func() bool {
+		return coordinator.FeedSynced(a, "p") && coordinator.ViewsWaiter(a, "p", sb.Lease())
+	})
+	handoffs.Store(0)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := handoffs.Load(); n != 1 {
+		t.Errorf("the release handed the seat to the other process's waiter in %d txns; want 1", n)
+	}
+	waiterHoldsTheSeat(t, ctx, a, next)
+}
+
 // deletesUnder reports whether the txn's Then branch deletes a key whose
 // path has segment.
 func deletesUnder(r *pb.TxnRequest, segment string) bool {

@@ -35,6 +35,7 @@ type Claim struct {
 	monOnce  sync.Once
 	stopMon  context.CancelFunc
 	stopSess func() bool // unregisters the session-end callback
+	feed     *poolFeed   // the pool feed it keeps running while it holds (feed.go), or nil
 
 	reusable atomic.Bool // its name may be reused once released (names.go)
 }
@@ -117,11 +118,18 @@ func (cl *Claim) lost() bool {
 
 // lose records the first loss reason and closes Done.
 func (cl *Claim) lose(err error, detail string) {
+	var fd *poolFeed
+	defer func() {
+		if fd != nil { // after cl.mu: releaseFeed takes the Coordinator's lock
+			cl.c.releaseFeed(cl.pool, fd)
+		}
+	}()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.err != nil {
 		return
 	}
+	fd, cl.feed = cl.feed, nil
 	if detail != "" {
 		err = fmt.Errorf("%w: %s", err, detail)
 	}
