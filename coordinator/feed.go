@@ -66,36 +66,31 @@ func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
 // feeds of holders cost etcd up to this many watch events per change.
 const maxFedHolders = 64
 
-// keepFeed makes cl, a claim granted from the queue while its process's
-// feed f ran, keep f running until the claim ends (Claim.lose), so that
-// its release can hand the seat to the next waiter in the same txn
-// (handoff.go), whichever process that waiter is in. Only for pools of at
-// most maxFedHolders seats; a claim made without waiting starts no feed.
-func (c *Coordinator) keepFeed(cl *Claim, f *poolFeed) {
+// keepFeed makes cl, a claim granted from the queue while its process ran
+// the pool's feed, keep that feed running until the claim ends
+// (Claim.lose), so that its release can hand the seat to the next waiter
+// in the same txn (handoff.go), whichever process that waiter is in. Only
+// for pools of at most maxFedHolders seats; a claim made without waiting
+// starts no feed.
+func (c *Coordinator) keepFeed(cl *Claim) {
 	if cl == nil {
 		return
+	}
+	f, err := c.acquireFeed(cl.pool) // the waiter's own, still running: one more user
+	if err != nil {
+		return // closed
 	}
 	f.sh.mu.Lock()
 	small := f.sh.st.spec.Capacity <= maxFedHolders
 	f.sh.mu.Unlock()
-	if !small {
-		return
-	}
-	c.mu.Lock()
-	if c.closed || c.feeds[cl.pool] != f {
-		c.mu.Unlock()
-		return
-	}
-	f.refs++
-	c.mu.Unlock()
 	cl.mu.Lock()
-	kept := cl.err == nil
+	kept := small && cl.err == nil // not lost already: something to hand off
 	if kept {
 		cl.feed = f
 	}
 	cl.mu.Unlock()
 	if !kept {
-		c.releaseFeed(cl.pool, f) // lost already: nothing to hand off
+		c.releaseFeed(cl.pool, f)
 	}
 }
 
