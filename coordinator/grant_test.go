@@ -180,11 +180,7 @@ func TestCloseEndsWaitingClaims(t *testing.T) {
 	ctx := testkit.Ctx(t, 30*time.Second)
 	testkit.CreatePool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
 	mustClaim(t, ctx, obs, testkit.Session(t, cli, 10*time.Second), "p")
-	errc := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithWait())
-		errc <- err
-	}()
+	errc := waitingClaim(ctx, c, testkit.Session(t, cli, 10*time.Second), "p")
 	waitQueued(t, obs, "p", 1)
 	c.Close()
 	select {
@@ -221,11 +217,7 @@ func TestGiveUpRacingGrant(t *testing.T) {
 	ws := testkit.Session(t, cli, 30*time.Second)
 	wctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(wctx, ws, "p", coordinator.WithWait(), coordinator.WithHolder("w"))
-		done <- err
-	}()
+	done := waitingClaim(wctx, c, ws, "p", coordinator.WithHolder("w"))
 	waitQueued(t, other, "p", 1)
 	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
 

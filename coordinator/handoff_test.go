@@ -201,11 +201,7 @@ func TestGrantOfUndecodableSeatIsGivenUp(t *testing.T) {
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
 	ws := testkit.Session(t, cli, 30*time.Second)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(ctx, ws, "p", coordinator.WithWait())
-		errc <- err
-	}()
+	errc := waitingClaim(ctx, c, ws, "p")
 	waitQueued(t, c, "p", 1)
 
 	pool := prefix + "/pools/p/"

@@ -201,8 +201,7 @@ func TestWaitingClaimEndsAtDeadline(t *testing.T) {
 		cli := newClient(t, proxy.URL())
 		c := testkit.Coordinator(t, cli)
 		s := testkit.Session(t, cli, 2*time.Second)
-		errc := make(chan error, 1)
-		go func() { _, err := c.Claim(ctx, s, pool, coordinator.WithWait()); errc <- err }()
+		errc := waitingClaim(ctx, c, s, pool)
 		testkit.Eventually(t, 10*time.Second, "the claimant to queue", func() bool {
 			q, err := obs.Queue(ctx, pool)
 			return err == nil && len(q) == 1

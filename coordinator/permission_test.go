@@ -57,11 +57,7 @@ func TestFeedDeniedEndsWaiter(t *testing.T) {
 	cli := etcdtest.UserClient(t, []string{p.URL()}, "claimant", "pw")
 	c := testkit.Coordinator(t, cli)
 	s := testkit.Session(t, cli, 30*time.Second)
-	waited := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(ctx, s, "gpu", coordinator.WithWait())
-		waited <- err
-	}()
+	waited := waitingClaim(ctx, c, s, "gpu")
 	waitQueued(t, rc, "gpu", 1)
 
 	if _, err := root.RoleRevokePermission(ctx, "claimant", prefix, clientv3.GetPrefixRangeEnd(prefix)); err != nil {

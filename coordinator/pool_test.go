@@ -46,11 +46,7 @@ func TestCapacityChange(t *testing.T) {
 		}
 	}
 	// Grow to 5 with a waiter queued: it is granted at once.
-	got := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(ctx, s, "p", coordinator.WithWait())
-		got <- err
-	}()
+	got := waitingClaim(ctx, c, s, "p")
 	waitQueued(t, c, "p", 1)
 	if _, err := c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: 5}, p.Revision); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,17 @@ func claimWaiting(t testing.TB, ctx context.Context, c *coordinator.Coordinator,
 	return out
 }
 
+// waitingClaim starts a claim with WithWait and opts, and returns the
+// channel that receives its error (nil when granted; the claim is dropped).
+func waitingClaim(ctx context.Context, c *coordinator.Coordinator, s *coordinator.Session, pool string, opts ...coordinator.ClaimOption) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(ctx, s, pool, append([]coordinator.ClaimOption{coordinator.WithWait()}, opts...)...)
+		errc <- err
+	}()
+	return errc
+}
+
 // waitQueued polls until the pool's queue has n waiters.
 func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 	t.Helper()
@@ -256,11 +267,7 @@ func TestCancelledWaitLeavesNoKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(wctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("x"))
-		errc <- err
-	}()
+	errc := waitingClaim(wctx, c, s, "p", coordinator.WithTenant("x"))
 	waitQueued(t, c, "p", 1)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {

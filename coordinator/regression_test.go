@@ -108,11 +108,7 @@ func TestHeadPinnedToGoneInstanceStepsOut(t *testing.T) {
 		_, _ = c.Claim(pinnedCtx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithInstance("a"), coordinator.WithWait())
 	}()
 	waitQueued(t, c, "p", 1)
-	behind := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(ctx, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithWait())
-		behind <- err
-	}()
+	behind := waitingClaim(ctx, c, testkit.Session(t, cli, 10*time.Second), "p")
 	waitQueued(t, c, "p", 2)
 	if err := c.DeregisterInstance(ctx, "p", "a"); err != nil {
 		t.Fatal(err)

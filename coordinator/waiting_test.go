@@ -249,11 +249,7 @@ func TestDeniedTenantFailsAtOnce(t *testing.T) {
 	}
 	y := mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("y"))
 	defer func() { _ = y.Release(ctx) }()
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("y"))
-		res <- err
-	}()
+	res := waitingClaim(ctx, c, s, "p", coordinator.WithTenant("y"))
 	waitQueued(t, c, "p", 1)
 	p, err := c.GetPool(ctx, "p")
 	if err != nil {
