@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
-
-// syncBuffer is a log sink safe for the sidecar's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // TestSidecarSaysWhyItWaits: a sidecar held back by its tenant's limit
 // says so on /startupz, on /seat and in its log (at once and again while
@@ -48,7 +28,7 @@ func TestSidecarSaysWhyItWaits(t *testing.T) {
 	defer func() { _ = holder.Release(ctx) }()
 	cfg := sidecarConfig(t)
 	cfg.Tenant, cfg.WaitTimeout = "a", config.Duration(3*time.Second)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	sc := NewSidecar(co, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	sc.waitLogEvery = 200 * time.Millisecond
 	srv := httptest.NewServer(sc.Handler(nil))

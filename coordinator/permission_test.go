@@ -3,6 +3,8 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +92,32 @@ func authPool(t *testing.T, user string, perm clientv3.PermissionType) (*etcdtes
 	etcdtest.AddPrefixRole(t, root, user, rc.Prefix()+"/pools/", perm)
 	etcdtest.AddUser(t, root, user, "pw", user)
 	return cl, root, rc
+}
+
+// TestWatchRefusedIsLogged: Coordinator.Watch has no error channel, so a
+// stream etcd refuses (the user's read permission revoked, the watch
+// re-opened) must say so in the log, at warn level, rather than retry in
+// silence.
+func TestWatchRefusedIsLogged(t *testing.T) {
+	cl, root, rc := authPool(t, "viewer", clientv3.PermissionType(clientv3.PermRead))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	p := etcdtest.NewProxy(t, cl.Endpoints()[0])
+	logs := &testkit.Buffer{}
+	c := testkit.Coordinator(t, etcdtest.UserClient(t, []string{p.URL()}, "viewer", "pw"),
+		coordinator.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	events := c.Watch(ctx, "gpu")
+	mustClaim(t, ctx, rc, testkit.Session(t, root, 30*time.Second), "gpu")
+	if ev := nextEvent(t, events); ev.Type != coordinator.EventSeatClaimed {
+		t.Fatalf("first event %+v; want the claim", ev)
+	}
+
+	prefix := rc.Prefix() + "/pools/"
+	if _, err := root.RoleRevokePermission(ctx, "viewer", prefix, clientv3.GetPrefixRangeEnd(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	p.Restore() // the watch is re-opened, and refused
+	testkit.Eventually(t, 10*time.Second, "the refusal in the log", func() bool {
+		return strings.Contains(logs.String(), "level=WARN msg=\"event stream refused; retrying\"") &&
+			strings.Contains(logs.String(), "permission denied")
+	})
 }
