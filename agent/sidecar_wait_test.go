@@ -28,7 +28,7 @@ func TestSidecarSaysWhyItWaits(t *testing.T) {
 	defer func() { _ = holder.Release(ctx) }()
 	cfg := sidecarConfig(t)
 	cfg.Tenant, cfg.WaitTimeout = "a", config.Duration(3*time.Second)
-	logs := &testkit.Buffer{}
+	logs := &testkit.SyncBuffer{}
 	sc := NewSidecar(co, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	sc.waitLogEvery = 200 * time.Millisecond
 	srv := httptest.NewServer(sc.Handler(nil))

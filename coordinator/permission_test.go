@@ -102,7 +102,7 @@ func TestWatchRefusedIsLogged(t *testing.T) {
 	cl, root, rc := authPool(t, "viewer", clientv3.PermissionType(clientv3.PermRead))
 	ctx := testkit.Ctx(t, 30*time.Second)
 	p := etcdtest.NewProxy(t, cl.Endpoints()[0])
-	logs := &testkit.Buffer{}
+	logs := &testkit.SyncBuffer{}
 	c := testkit.Coordinator(t, etcdtest.UserClient(t, []string{p.URL()}, "viewer", "pw"),
 		coordinator.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	events := c.Watch(ctx, "gpu")
