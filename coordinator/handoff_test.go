@@ -174,6 +174,9 @@ func TestHandoffAcrossProcesses(t *testing.T) {
 		t.Errorf("the release handed the seat to the other process's waiter in %d txns; want 1", n)
 	}
 	waiterHoldsTheSeat(t, ctx, a, next)
+	// With its last claim gone, a's process neither waits nor holds: its
+	// feed must stop, not watch the pool for good.
+	testkit.Eventually(t, 10*time.Second, "the holder's feed to stop", func() bool { return !coordinator.FeedSynced(a, "p") })
 }
 
 // deletesUnder reports whether the txn's Then branch deletes a key whose
