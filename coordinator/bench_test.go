@@ -129,9 +129,12 @@ func p50(d []time.Duration) time.Duration {
 // same-process: the waiter is a claimant of the releaser's Coordinator,
 // and the release hands the seat to it in its own txn (handoff.go).
 // other-process: holder and waiter take turns on two Coordinators, each
-// with its own client and session, as two processes would: the releaser
-// knows of no waiter, so the waiter claims the seat itself once the watch
-// tells it of the release (Known limits in the README).
+// with its own client and session, as two processes would; each holder
+// was granted its seat from the queue. fresh-holder: each round a new
+// Coordinator (a process just started, as a sidecar) claims the free
+// seat without waiting, then a claimant of another Coordinator queues; the
+// holder's process learns of it from the feed its claim started
+// (keepFeed).
 //
 // It also times a hand-over written on raw etcd: a txn that deletes the
 // holder's key, fenced by its create revision, and puts the next holder's,
@@ -139,32 +142,61 @@ func p50(d []time.Duration) time.Duration {
 // process, delivers it. That is what any hand-off through etcd pays at the
 // least: a txn and a watch event. ratio-vs-raw-handover compares with it.
 func BenchmarkReleaseToGrant(b *testing.B) {
-	b.Run("same-process", func(b *testing.B) { benchReleaseToGrant(b, false) })
-	b.Run("other-process", func(b *testing.B) { benchReleaseToGrant(b, true) })
+	for _, mode := range []handoffMode{sameProcess, otherProcess, freshHolder} {
+		b.Run(mode.String(), func(b *testing.B) { benchReleaseToGrant(b, mode) })
+	}
 }
 
-func benchReleaseToGrant(b *testing.B, otherProcess bool) {
+type handoffMode int
+
+const (
+	sameProcess handoffMode = iota
+	otherProcess
+	freshHolder
+)
+
+func (m handoffMode) String() string {
+	return [...]string{"same-process", "other-process", "fresh-holder"}[m]
+}
+
+func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 	cli, c := benchPool(b, 1)
 	ctx := context.Background()
 	s := testkit.Session(b, cli, 30*time.Second)
 	claimants := []*coordinator.Coordinator{c}
 	sessions := []*coordinator.Session{s}
-	if otherProcess {
+	if mode != sameProcess {
 		cli2 := newClient(b, cli.Endpoints()...)
 		claimants = append(claimants, testkit.Coordinator(b, cli2, coordinator.WithPrefix("/bench")))
 		sessions = append(sessions, testkit.Session(b, cli2, 30*time.Second))
 	}
 	var raw, warm, handover, fromCommit, fromCall []time.Duration
 	delivered := watchPuts(b, cli, "/rawho/next/")
-	holder, err := c.Claim(ctx, s, "p")
-	if err != nil {
-		b.Fatal(err)
+	var holder *coordinator.Claim
+	var holderOf *coordinator.Coordinator // fresh-holder: the holder's own
+	claimFree := func() {
+		co := c
+		if mode == freshHolder {
+			var err error
+			if holderOf, err = coordinator.New(cli, coordinator.WithPrefix("/bench")); err != nil {
+				b.Fatal(err)
+			}
+			co = holderOf
+		}
+		var err error
+		if holder, err = co.Claim(ctx, s, "p"); err != nil {
+			b.Fatal(err)
+		}
 	}
+	claimFree()
 	b.ResetTimer()
 	for i := range b.N {
 		granted := make(chan time.Time, 1)
 		var next *coordinator.Claim
 		w := (i + 1) % len(claimants) // the waiter's side
+		if mode == freshHolder {
+			w = 1
+		}
 		go func() {
 			cl, err := claimants[w].Claim(ctx, sessions[w], "p", coordinator.WithWait())
 			if err != nil {
@@ -193,8 +225,20 @@ func benchReleaseToGrant(b *testing.B, otherProcess bool) {
 		raw = append(raw, rawTxn(b, cli, fmt.Sprintf("/raw/%d", i), s.Lease()))
 		warm = append(warm, rawTxn(b, cli, fmt.Sprintf("/raw/%d/warm", i), s.Lease()))
 		handover = append(handover, rawHandover(b, cli, i, s.Lease(), delivered))
+		if mode == freshHolder {
+			b.StopTimer()
+			holderOf.Close()
+			if err := holder.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+			claimFree()
+			b.StartTimer()
+		}
 	}
 	b.StopTimer()
+	if holderOf != nil {
+		holderOf.Close()
+	}
 	b.ReportMetric(float64(p50(raw).Microseconds()), "raw-txn-p50-µs")
 	b.ReportMetric(float64(p50(warm).Microseconds()), "raw-warm-txn-p50-µs")
 	b.ReportMetric(float64(p50(fromCommit).Microseconds()), "grant-from-commit-p50-µs")

@@ -31,6 +31,11 @@ import (
 // is past its local deadline, and it returns ErrSessionExpired promptly
 // (within scheduling delay) once the session ends, wherever it is waiting.
 // It does not guarantee the holder keeps the seat: watch Done.
+//
+// In a pool of at most 64 seats, the process follows the pool (one watch
+// and one read of the pool, shared by its claimants) while it holds a seat
+// and for two seconds after, so that a release can hand the seat to the
+// first waiter in its own transaction (handoff.go).
 func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts ...ClaimOption) (*Claim, error) {
 	o := claimOptions{holder: defaultHolder()}
 	for _, opt := range opts {
@@ -61,6 +66,7 @@ func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts .
 	}
 	switch {
 	case err == nil:
+		c.keepFeed(cl)
 		c.metrics.ClaimResult(pool, ResultGranted)
 		c.metrics.GrantWait(pool, time.Since(start))
 		if c.log.Enabled(ctx, slog.LevelDebug) { // not formatted for nothing on the grant path

@@ -22,7 +22,7 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	states map[string]*sharedState
-	feeds  map[string]*poolFeed // pools this process's claimants wait on
+	feeds  map[string]*poolFeed // pools this process follows (feed.go)
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc
@@ -64,6 +64,7 @@ func (c *Coordinator) Prefix() string { return c.k.root }
 func (c *Coordinator) Close() {
 	c.mu.Lock()
 	c.closed = true
+	c.stopLingeringLocked()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()

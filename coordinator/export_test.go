@@ -21,3 +21,17 @@ func ViewsWaiter(c *Coordinator, pool string, lease clientv3.LeaseID) bool {
 	}
 	return false
 }
+
+// FeedRunning reports whether c runs a feed of pool, synced or not.
+func FeedRunning(c *Coordinator, pool string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.feeds[pool]
+	return ok
+}
+
+// FeedLinger and MaxFedHolders are feed.go's constants.
+const (
+	FeedLinger    = feedLinger
+	MaxFedHolders = maxFedHolders
+)

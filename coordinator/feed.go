@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The pool feed. While claimants of this process wait on a pool, or hold
-// seats of a small pool that they were granted from its queue (keepFeed),
-// one goroutine keeps the pool's shared state exact: a watch opened at the
+// seats of a pool of at most maxFedHolders seats (keepFeed), and for
+// feedLinger after the last of them is done, one goroutine keeps the
+// pool's shared state exact: a watch opened at the
 // current revision, then a read, then every event of the watch after the
 // read's revision; and the same again when the watch breaks (never
 // resuming at a past revision; see openFeed). The head of the queue and
@@ -33,6 +35,7 @@ type poolFeed struct {
 	synced  bool                  // the state is exact: loaded and being watched
 	changed chan struct{}         // closed, and replaced, at each change
 	subs    map[string][]*feedSub // key -> waiters to wake when it changes
+	idle    *time.Timer           // under Coordinator.mu: stops the feed nobody uses (feedLinger)
 }
 
 // acquireFeed returns the pool's feed, starting it for the first user.
@@ -44,7 +47,9 @@ func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
 		return nil, fmt.Errorf("%w: coordinator", ErrClosed)
 	}
 	f, ok := c.feeds[pool]
-	if !ok {
+	if ok {
+		c.keepLingeringLocked(f)
+	} else {
 		ctx, cancel := context.WithCancel(c.ctx)
 		f = &poolFeed{sh: c.sharedLocked(pool), cancel: cancel, changed: make(chan struct{}), subs: map[string][]*feedSub{}}
 		f.sh.mu.Lock()
@@ -66,25 +71,33 @@ func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
 // feeds of holders cost etcd up to this many watch events per change.
 const maxFedHolders = 64
 
-// keepFeed makes cl, a claim granted from the queue while its process ran
-// the pool's feed, keep that feed running until the claim ends
-// (Claim.lose), so that its release can hand the seat to the next waiter
-// in the same txn (handoff.go), whichever process that waiter is in. Only
-// for pools of at most maxFedHolders seats; a claim made without waiting
-// starts no feed.
+// feedLinger is how long a feed runs on after its last user is done, so
+// that a process that claims and releases in a loop, or waits again soon,
+// neither reads the whole pool nor opens a watch each time.
+const feedLinger = 2 * time.Second
+
+// keepFeed makes cl, a claim just granted in a pool of at most
+// maxFedHolders seats, keep the pool's feed running, starting it if this
+// process has none, until the claim ends (Claim.lose). Its release can
+// then hand the seat to the first waiter in the same txn (handoff.go),
+// whichever process that waiter is in. A feed this starts is not exact at
+// once: it reads the pool and opens its watch in the background, so the
+// claim returns without waiting for it, and a release before it is synced
+// frees the seat alone.
 func (c *Coordinator) keepFeed(cl *Claim) {
-	if cl == nil {
+	sh := c.shared(cl.pool)
+	sh.mu.Lock()
+	small := sh.st.specKV != nil && sh.st.spec.Capacity <= maxFedHolders
+	sh.mu.Unlock()
+	if !small {
 		return
 	}
-	f, err := c.acquireFeed(cl.pool) // the waiter's own, still running: one more user
+	f, err := c.acquireFeed(cl.pool)
 	if err != nil {
 		return // closed
 	}
-	f.sh.mu.Lock()
-	small := f.sh.st.spec.Capacity <= maxFedHolders
-	f.sh.mu.Unlock()
 	cl.mu.Lock()
-	kept := small && cl.err == nil // not lost already: something to hand off
+	kept := cl.err == nil // not lost already: something to hand off
 	if kept {
 		cl.feed = f
 	}
@@ -94,17 +107,68 @@ func (c *Coordinator) keepFeed(cl *Claim) {
 	}
 }
 
-// releaseFeed drops one user; the last one stops the feed.
+// releaseFeed drops one user. After the last one the feed runs on for
+// feedLinger, unless it has failed or the Coordinator is closing.
 func (c *Coordinator) releaseFeed(pool string, f *poolFeed) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f.refs--; f.refs == 0 {
-		f.cancel()
-		delete(c.feeds, pool)
-		f.sh.mu.Lock()
-		f.sh.fed = nil
-		f.sh.mu.Unlock()
+	if f.refs--; f.refs > 0 {
+		return
 	}
+	if c.closed || f.failed() {
+		c.stopFeedLocked(pool, f)
+		return
+	}
+	var t *time.Timer
+	c.wg.Add(1) // Close stops the timer, or waits for it
+	t = time.AfterFunc(feedLinger, func() {
+		defer c.wg.Done()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if f.idle == t { // not taken up again meanwhile
+			f.idle = nil
+			c.stopFeedLocked(pool, f)
+		}
+	})
+	f.idle = t
+}
+
+// keepLingeringLocked stops f's idle timer, if set: a user is back.
+func (c *Coordinator) keepLingeringLocked(f *poolFeed) {
+	if f.idle == nil {
+		return
+	}
+	if f.idle.Stop() {
+		c.wg.Done() // it will not run
+	}
+	f.idle = nil
+}
+
+// stopFeedLocked stops f, which nobody uses, under c.mu.
+func (c *Coordinator) stopFeedLocked(pool string, f *poolFeed) {
+	f.cancel()
+	delete(c.feeds, pool)
+	f.sh.mu.Lock()
+	f.sh.fed = nil
+	f.sh.mu.Unlock()
+}
+
+// stopLingeringLocked stops, under c.mu, every feed that nobody uses; for
+// Close, which must not wait feedLinger for them.
+func (c *Coordinator) stopLingeringLocked() {
+	for pool, f := range c.feeds {
+		if f.idle != nil {
+			c.keepLingeringLocked(f)
+			c.stopFeedLocked(pool, f)
+		}
+	}
+}
+
+// failed reports whether a permanent error stopped the feed.
+func (f *poolFeed) failed() bool {
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	return f.err != nil
 }
 
 // fail stops the feed's users with a permanent error; the first one stays.

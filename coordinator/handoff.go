@@ -30,16 +30,16 @@ import (
 // before the txn's writes; so the slot never holds two keys.
 //
 // The releaser plans the hand-off from this process's view of the pool:
-// the shared state, which the pool feed keeps exact while this process has
-// waiters on the pool or holds seats it was granted from the queue of a
-// pool of at most maxFedHolders seats (keepFeed); or which a claim that
-// read the whole pool last (rather than a probe, probe.go). So under
-// contention, where holders come out of the queue, a release hands off to
-// the next waiter whichever process it is in. What it does not do: a
-// process that neither waits on the pool nor holds a seat granted from
-// its queue, and so only probes, frees the seat and the head claims it;
-// and releases of several processes at once all aim at the first waiter,
-// so all but one of them are sent again alone.
+// the shared state, which the pool feed keeps exact while this process
+// waits on the pool or holds one of its seats, if the pool has at most
+// maxFedHolders seats (keepFeed); or which a claim that read the whole
+// pool last (rather than a probe, probe.go). So in such a pool a release
+// hands off to the first waiter whichever process it is in. What it does
+// not do: a holder in a larger pool whose process does not wait on it,
+// or one that releases before its feed has synced (two round trips after
+// its claim), frees the seat and the head claims it; and releases of
+// several processes at once all aim at the first waiter, so all but one
+// of them are sent again alone.
 
 // handoff plans the grant of the seat h frees to the first waiter in this
 // process's view that may take it, or returns a nil plan. The plan's

@@ -127,13 +127,22 @@ func waiterHoldsTheSeat(t *testing.T, ctx context.Context, other *coordinator.Co
 	}
 }
 
-// TestHandoffAcrossProcesses: a claim granted from the queue keeps its
-// process's pool feed while it holds (keepFeed), so its release hands the
-// seat to the next waiter in the same txn even when that waiter is another
+// TestHandoffAcrossProcesses: a holder of a small pool keeps its process's
+// pool feed while it holds (keepFeed), so its release hands the seat to
+// the next waiter in the same txn even when that waiter is another
 // process's: here two Coordinators with their own clients, as two
 // processes. Before, such a release only freed the seat, and the waiter
-// took it with its own claim txn.
+// took it with its own claim txn. Both ways to hold are covered: granted
+// from the queue, where the process's feed was running already, and
+// claimed while the seat was free, where the claim starts the feed.
 func TestHandoffAcrossProcesses(t *testing.T) {
+	for _, fromQueue := range []bool{true, false} {
+		name := map[bool]string{true: "granted-from-queue", false: "claimed-free"}[fromQueue]
+		t.Run(name, func(t *testing.T) { testHandoffAcrossProcesses(t, fromQueue) })
+	}
+}
+
+func testHandoffAcrossProcesses(t *testing.T, fromQueue bool) {
 	prefix := fmt.Sprintf("/xhandoff/%d", time.Now().UnixNano())
 	var handoffs atomic.Int64
 	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -152,15 +161,19 @@ func TestHandoffAcrossProcesses(t *testing.T) {
 	testkit.CreatePool(t, a, "p", coordinator.PoolSpec{Capacity: 1})
 	sa, sb := testkit.Session(t, cliA, 30*time.Second), testkit.Session(t, cliB, 30*time.Second)
 
-	first := mustClaim(t, ctx, b, sb, "p")
-	fromQueue := claimWaiting(t, ctx, a, sa, "p")
-	waitQueued(t, b, "p", 1)
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	holder := <-fromQueue // granted from the queue: a keeps its feed
-	if holder == nil {
-		t.FailNow()
+	var holder *coordinator.Claim
+	if fromQueue {
+		first := mustClaim(t, ctx, b, sb, "p")
+		granted := claimWaiting(t, ctx, a, sa, "p")
+		waitQueued(t, b, "p", 1)
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if holder = <-granted; holder == nil {
+			t.FailNow()
+		}
+	} else {
+		holder = mustClaim(t, ctx, a, sa, "p")
 	}
 	next := claimWaiting(t, ctx, b, sb, "p")
 	testkit.Eventually(t, 10*time.Second, "the holder's process sees the waiter", func() bool {
@@ -175,7 +188,7 @@ func TestHandoffAcrossProcesses(t *testing.T) {
 	}
 	waiterHoldsTheSeat(t, ctx, a, next)
 	// With its last claim gone, a's process neither waits nor holds: its
-	// feed must stop, not watch the pool for good.
+	// feed must stop once it has lingered, not watch the pool for good.
 	testkit.Eventually(t, 10*time.Second, "the holder's feed to stop", func() bool { return !coordinator.FeedSynced(a, "p") })
 }
 

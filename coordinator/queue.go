@@ -62,14 +62,12 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		qkey := c.k.queueKey(pool, req.lease, req.nonce)
 		qrev, granted, err := c.enqueue(ctx, s, pool, req, qkey, w.enqueueOps()...)
 		if err != nil || granted != nil {
-			c.keepFeed(granted)
 			return granted, err
 		}
 		w.inLine()
 		req.queueKey, req.queueRev = qkey, qrev
 		cl, err := c.waitTurn(ctx, s, pool, req, fd, w)
 		if err == nil {
-			c.keepFeed(cl)
 			return cl, nil
 		}
 		// A head barred by its own constraints steps out into a waiting

@@ -73,15 +73,20 @@ func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 
 // holderAndWaiter creates pool "p" of one seat on c, fills it and queues a
 // waiter behind the holder, both of c's client cli, and waits until other
-// sees the waiter and c's pool feed is synced: c's next waiter queues on
-// the feed's view.
+// sees the waiter and c's synced pool feed shows it: c's next waiter
+// queues on the feed's view, and the holder's release plans a hand-off.
 func holderAndWaiter(t *testing.T, ctx context.Context, c, other *coordinator.Coordinator, cli *clientv3.Client) (*coordinator.Claim, <-chan *coordinator.Claim) {
 	t.Helper()
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
 	holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
-	first := claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	ws := testkit.Session(t, cli, 30*time.Second)
+	first := claimWaiting(t, ctx, c, ws, "p")
 	waitQueued(t, other, "p", 1)
-	testkit.Eventually(t, 10*time.Second, "feed synced", func() bool { return coordinator.FeedSynced(c, "p") })
+	// The holder's claim started the feed, so it may be synced before it
+	// has applied the waiter's queue key.
+	testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
+		return coordinator.FeedSynced(c, "p") && coordinator.ViewsWaiter(c, "p", ws.Lease())
+	})
 	return holder, first
 }
 

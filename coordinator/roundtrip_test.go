@@ -29,6 +29,9 @@ func TestUncontendedClaimIsOneRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The claim started the pool feed (keepFeed), which reads the pool in
+	// the background; it lingers through the cycles below.
+	testkit.Eventually(t, 10*time.Second, "the pool feed to sync", func() bool { return coordinator.FeedSynced(c, "p") })
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
