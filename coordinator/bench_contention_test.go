@@ -32,12 +32,21 @@ import (
 // a claim cancelled mid-transaction retires its name (README, Known
 // limits).
 //
+// "processes=8" spreads the contenders over 8 Coordinators, each with its
+// own client, as 8 processes: each process's holders follow the pool
+// (keepFeed), and releases of different processes aim at the same first
+// waiter (handoff.go).
+//
 //	go test -run XXX -bench Contention -benchtime 5x ./coordinator/
 func BenchmarkContention(b *testing.B) {
 	for _, hold := range []time.Duration{0, 10 * time.Millisecond} {
 		for _, compact := range []bool{true, false} {
 			etcd := map[bool]string{true: "compacted", false: "uncompacted"}[compact]
-			b.Run(fmt.Sprintf("c=64/cap=16/hold=%v/%s", hold, etcd), func(b *testing.B) { benchContention(b, hold, compact) })
+			name := fmt.Sprintf("c=64/cap=16/hold=%v/%s", hold, etcd)
+			b.Run(name, func(b *testing.B) { benchContention(b, hold, compact, 1) })
+			if compact {
+				b.Run(name+"/processes=8", func(b *testing.B) { benchContention(b, hold, compact, 8) })
+			}
 		}
 	}
 }
@@ -48,22 +57,28 @@ const (
 	roundTime  = time.Second
 )
 
-func benchContention(b *testing.B, hold time.Duration, compact bool) {
+func benchContention(b *testing.B, hold time.Duration, compact bool, processes int) {
 	cli, c := benchPool(b, seats)
 	ctx := context.Background()
+	cs := []*coordinator.Coordinator{c}
+	clis := []*clientv3.Client{cli}
+	for range processes - 1 {
+		other := newClient(b, cli.Endpoints()...)
+		clis, cs = append(clis, other), append(cs, testkit.Coordinator(b, other, coordinator.WithPrefix("/bench")))
+	}
 	sessions := make([]*coordinator.Session, contenders)
 	for i := range sessions {
-		sessions[i] = testkit.Session(b, cli, 30*time.Second)
+		sessions[i] = testkit.Session(b, clis[i%processes], 30*time.Second)
 	}
 	// One unrecorded round each: sessions, connections and the pool cache
 	// warm up, as in any long-running service.
 	rawContention(b, cli, sessions, hold, -1)
-	poolContention(b, c, sessions, hold)
+	poolContention(b, cs, sessions, hold)
 	minRatio, sum := 1e9, 0.0
 	b.ResetTimer()
 	for round := range b.N {
 		raw := rawContention(b, cli, sessions, hold, round)
-		pool := poolContention(b, c, sessions, hold)
+		pool := poolContention(b, cs, sessions, hold)
 		if compact {
 			b.StopTimer()
 			etcdtest.Compact(b, cli)
@@ -107,14 +122,16 @@ func rawContention(b *testing.B, cli *clientv3.Client, sessions []*coordinator.S
 	return float64(n.Load()) / roundTime.Seconds()
 }
 
-// poolContention runs claim/hold/release for one round and returns grants/s.
-// The round ends by cancelling every claim in flight.
-func poolContention(b testing.TB, c *coordinator.Coordinator, sessions []*coordinator.Session, hold time.Duration) float64 {
+// poolContention runs claim/hold/release for one round and returns grants/s;
+// contender i claims through cs[i%len(cs)] with sessions[i]. The round
+// ends by cancelling every claim in flight.
+func poolContention(b testing.TB, cs []*coordinator.Coordinator, sessions []*coordinator.Session, hold time.Duration) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTime)
 	defer cancel()
 	var n atomic.Int64
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	for i, s := range sessions {
+		c := cs[i%len(cs)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

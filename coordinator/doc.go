@@ -64,18 +64,20 @@
 // process choose different free seats: a seat that a claim txn of the
 // process in flight chose is picked only when every free seat is, and a
 // claimant that may wait queues then instead (plan.go, cache.go). Waiters
-// queue in arrival order. While a process has waiters on a pool, one pool
-// feed keeps its view exact (feed.go), and a new waiter queues on that view
+// queue in arrival order. While a process has waiters on a pool, or holds
+// a seat of a pool of at most 64 seats, one pool feed keeps its view exact
+// (feed.go), and a new waiter queues on that view
 // without reading the pool first; each waiter sleeps until the key of the
 // waiter ahead or its own queue key changes, so a release wakes one waiter. The
 // head grants free seats to itself and, in the same txn, to the waiters
 // behind it in order, each grant a nested txn that re-checks that waiter's
 // queue key, fence and slots, and writes its seat under its name, which is
-// how the waiter finds it (grant.go). A release made while others wait
-// hands the seat to the first of them in the release txn itself, by the
-// same compares and writes added to the release's own (handoff.go). A waiter barred by its own tenant limit or
-// instance selector steps out of line instead of blocking the others (see
-// queue.go).
+// how the waiter finds it (grant.go). A release made while others wait,
+// when the releasing process's view shows them, hands the seat to the
+// first of them in the release txn itself, by the same compares and writes
+// added to the release's own (handoff.go). A waiter barred by its own
+// tenant limit or instance selector steps out of line instead of blocking
+// the others (see queue.go).
 //
 // # Liveness and loss
 //
