@@ -1,13 +1,9 @@
 package coordinator_test
 
 import (
-	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/testkit"
@@ -17,14 +13,7 @@ import (
 // pool feed (keepFeed); after the release the feed runs on for
 // FeedLinger, so a claim made meanwhile reads nothing, and then it stops.
 func TestHolderFeedLingers(t *testing.T) {
-	var ranges atomic.Int64
-	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if method == "/etcdserverpb.KV/Range" {
-			ranges.Add(1)
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	cli := newObservedClient(t, shared.Endpoint(), count)
+	cli, ranges := newCountingClient(t, "/etcdserverpb.KV/Range")
 	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/linger/%d", time.Now().UnixNano())))
 	ctx := testkit.Ctx(t, 60*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,20 @@ func TestMain(m *testing.M) {
 	etcdtest.RunMemberIfChild() // the chaos test's etcd members are this binary
 	runClaimantIfChild()        // and so are its claimants
 	os.Exit(testkit.MainWithShared(m, &shared))
+}
+
+// newCountingClient returns a client of the shared member that counts its
+// unary calls of method (such as "/etcdserverpb.KV/Range").
+func newCountingClient(t testing.TB, method string) (*clientv3.Client, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	count := func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if m == method {
+			n.Add(1)
+		}
+		return invoker(ctx, m, req, reply, cc, opts...)
+	}
+	return newObservedClient(t, shared.Endpoint(), count), &n
 }
 
 // newClient returns a client of endpoints, or of the shared member.

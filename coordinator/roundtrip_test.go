@@ -56,14 +56,7 @@ func TestUncontendedClaimIsOneRoundTrip(t *testing.T) {
 // pool once and asks for at most MaxTTLLookups lease TTLs, whatever the
 // number of holders.
 func TestSeatsBoundsTTLLookups(t *testing.T) {
-	var ttlCalls atomic.Int64
-	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if method == "/etcdserverpb.Lease/LeaseTimeToLive" {
-			ttlCalls.Add(1)
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	cli := newObservedClient(t, shared.Endpoint(), count)
+	cli, ttlCalls := newCountingClient(t, "/etcdserverpb.Lease/LeaseTimeToLive")
 	c := testkit.Coordinator(t, cli, coordinator.WithPrefix("/seatsttl"))
 	ctx := testkit.Ctx(t, 60*time.Second)
 	const holders = coordinator.MaxTTLLookups + 36
