@@ -37,9 +37,10 @@ import (
 // hands off to the first waiter whichever process it is in. What it does
 // not do: a holder in a larger pool whose process does not wait on it,
 // or one that releases before its feed has synced (two round trips after
-// its claim), frees the seat and the head claims it; and releases of
-// several processes at once all aim at the first waiter, so all but one
-// of them are sent again alone.
+// its claim), frees the seat and the head claims it; a release whose
+// first waiter may take a seat free already leaves both seats to the head
+// (planHandoff); and releases of several processes at once all aim at the
+// first waiter, so all but one of them are sent again alone.
 
 // handoff plans the grant of the seat h frees to the first waiter in this
 // process's view that may take it, or returns a nil plan. The plan's
