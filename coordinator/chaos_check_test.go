@@ -76,7 +76,7 @@ type stretch struct{ from, to time.Time }
 // checkIdle bounds each stretch of a seat sitting free while someone
 // waited: TTL + 2 s (the waiter ahead may be dead and its key must expire),
 // plus TTL + the longest election (chaosElectionMax) for each leader change
-// in or just before it,
+// in it or up to TTL + chaosElectionMax before it,
 // since a new leader gives every lease its full TTL again (etcd#9888), the
 // dead waiter's too; plus a TTL for each further claimant the nemesis
 // killed, paused or cut off then, since each may be the next head and its
@@ -87,9 +87,12 @@ func (ch *chaos) checkIdle() {
 	for _, s := range ch.stretches {
 		d := s.to.Sub(s.from)
 		durs = append(durs, d)
+		// A fault counts from when it could still hold a lease that ends
+		// in the stretch: a leader change refreshes leases when the new
+		// leader is elected, up to chaosElectionMax after the kill.
 		in := func(ts []time.Time) (n int) {
 			for _, e := range ts {
-				if !e.Before(s.from.Add(-chaosTTL-chaosElection)) && !e.After(s.to) {
+				if !e.Before(s.from.Add(-chaosTTL-chaosElectionMax)) && !e.After(s.to) {
 					n++
 				}
 			}
