@@ -274,6 +274,8 @@ func TestDeniedTenantFailsAtOnce(t *testing.T) {
 // TestHeadBarredStepsOutVisibly: a head that its own selector bars once
 // a seat frees steps out of line into a waiting record in one txn (no
 // waiter-left/joined pair), shows why, and is granted when it fits again.
+// It rejoins the line under a fresh name: a grant or hand-off planned for
+// its first queue key must not match the second (queue.go, names.go).
 func TestHeadBarredStepsOutVisibly(t *testing.T) {
 	c, cli := newCoord(t)
 	ctx := testkit.Ctx(t, 30*time.Second)
@@ -289,6 +291,8 @@ func TestHeadBarredStepsOutVisibly(t *testing.T) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	events := c.Watch(wctx, "p")
+	queued := cli.Watch(wctx, c.Prefix()+"/pools/p/queue/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	<-queued // registered
 	res := make(chan error, 1)
 	go func() {
 		cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithHolder("w"), coordinator.WithLabels(map[string]string{"zone": "a"}))
@@ -329,5 +333,22 @@ func TestHeadBarredStepsOutVisibly(t *testing.T) {
 	}
 	if strings.Join(seen, ",") != "waiter-joined,waiter-left" {
 		t.Fatalf("events of w: %v, want one join and one leave", seen)
+	}
+	var names []string // of w's queue keys, in the order they were put
+	for len(names) < 2 {
+		select {
+		case wr := <-queued:
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut {
+					key := string(ev.Kv.Key)
+					names = append(names, key[strings.LastIndexByte(key, '/')+1:])
+				}
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("w's queue keys: %v; want two, before and after it stepped out", names)
+		}
+	}
+	if names[0] == names[1] {
+		t.Errorf("w rejoined the line under its first name %s; want a fresh one", names[0])
 	}
 }
