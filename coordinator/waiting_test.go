@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/testkit"
@@ -351,4 +356,69 @@ func TestHeadBarredStepsOutVisibly(t *testing.T) {
 	if names[0] == names[1] {
 		t.Errorf("w rejoined the line under its first name %s; want a fresh one", names[0])
 	}
+}
+
+// TestLostRecordWriteRetiresName: when the put of a held-back waiter's
+// record fails with its outcome unknown (here it lands and its answer is
+// lost), the record may outlive the claim, so the claim's name must not
+// be reused by the session (names.go): a later claim could otherwise find
+// the old record under its own name. Released cleanly afterwards, the
+// claim's name is still not given back.
+func TestLostRecordWriteRetiresName(t *testing.T) {
+	var lost atomic.Int64
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := req.(*pb.PutRequest); ok && err == nil && strings.Contains(string(r.Key), "/waiting/") && lost.Add(1) == 1 {
+			return status.Error(codes.Unavailable, "injected: the put landed, its answer was lost")
+		}
+		return err
+	}
+	cli := newObservedClient(t, shared.Endpoint(), ic)
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/lostrecord/%d", time.Now().UnixNano())))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	other := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("acme"))
+	s := testkit.Session(t, cli, 30*time.Second)
+	granted := make(chan *coordinator.Claim, 1)
+	go func() {
+		cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("acme")) // held back: acme is at its limit
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- cl
+	}()
+	testkit.Eventually(t, 10*time.Second, "the held-back waiter's record put", func() bool { return lost.Load() > 0 })
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-granted
+	if first == nil {
+		t.FailNow()
+	}
+	firstName := seatName(t, ctx, cli, c, s)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("acme"))
+	defer func() { _ = next.Release(ctx) }()
+	if name := seatName(t, ctx, cli, c, s); name == firstName {
+		t.Errorf("the session reused the name %s, whose waiting record's put was lost; want a fresh one", name)
+	}
+}
+
+// seatName returns the name (last key segment) of the seat s holds in
+// pool "p" of c.
+func seatName(t *testing.T, ctx context.Context, cli *clientv3.Client, c *coordinator.Coordinator, s *coordinator.Session) string {
+	t.Helper()
+	resp, err := cli.Get(ctx, c.Prefix()+"/pools/p/seats/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if clientv3.LeaseID(kv.Lease) == s.Lease() {
+			return string(kv.Key[strings.LastIndexByte(string(kv.Key), '/')+1:])
+		}
+	}
+	t.Fatalf("no seat of lease %x", s.Lease())
+	return ""
 }
