@@ -63,7 +63,7 @@ func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := Status{Draining: a.draining, Foreign: a.foreignList()}
-	st.Registered = a.registered && len(st.Foreign) == 0
+	st.Registered = a.registered && len(st.Foreign) == 0 && len(a.own.missing) == 0
 	if a.sess != nil {
 		st.Lease, st.LeaseAlive = a.sess.Lease(), a.sess.Err() == nil
 	}

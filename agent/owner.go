@@ -39,11 +39,12 @@ type ownership struct {
 	leases  map[clientv3.LeaseID]bool               // the leases of this process's sessions
 	held    map[ref]bool                            // registered by this process at least once
 	foreign map[ref]*coordinator.InstanceOwnedError // held by another agent now
+	missing map[ref]bool                            // found gone, not registered again yet
 }
 
 func newOwnership() ownership {
 	return ownership{leases: map[clientv3.LeaseID]bool{}, held: map[ref]bool{},
-		foreign: map[ref]*coordinator.InstanceOwnedError{}}
+		foreign: map[ref]*coordinator.InstanceOwnedError{}, missing: map[ref]bool{}}
 }
 
 // addLease records the lease of a new session.
@@ -85,6 +86,7 @@ func (a *Agent) owned(r ref) {
 	defer a.mu.Unlock()
 	a.own.held[r] = true
 	delete(a.own.foreign, r)
+	delete(a.own.missing, r)
 }
 
 // foreignOwner records that another agent holds r, and logs it when that
@@ -93,6 +95,7 @@ func (a *Agent) foreignOwner(r ref, e *coordinator.InstanceOwnedError) {
 	a.mu.Lock()
 	prev, held := a.own.foreign[r], a.own.held[r]
 	a.own.foreign[r] = e
+	delete(a.own.missing, r)
 	a.mu.Unlock()
 	if prev != nil && prev.Owner == e.Owner {
 		return
@@ -105,11 +108,13 @@ func (a *Agent) foreignOwner(r ref, e *coordinator.InstanceOwnedError) {
 	log.Warn("instance held by another agent's live lease; waiting until it is free (serve --takeover takes it over)")
 }
 
-// freed forgets the holder of r: its key is gone.
+// freed forgets the holder of r: its key is gone. Until the agent has
+// registered it again, r is missing, and Status is not Registered.
 func (a *Agent) freed(r ref) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.own.foreign, r)
+	a.own.missing[r] = true
 }
 
 // foreignList describes the instances held by other agents, sorted.
