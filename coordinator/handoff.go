@@ -79,8 +79,8 @@ func (c *Coordinator) handoff(h heldSeat) (next *claimPlan, done func()) {
 // already: the head claims it (queue.go), and a hand-off to the head
 // would race that claim, the loser's txn failing as a whole. With 64
 // contenders on 16 seats spread over 8 processes, the head's claims failed
-// about half the time on that race, and the rate was 0.46–0.48 of raw
-// etcd at worst, against 0.54 without it (BenchmarkContention
+// about half the time on that race; the worst round was 0.46–0.48 of raw
+// etcd before this rule and 0.54 with it (BenchmarkContention
 // processes=8).
 func (s *poolState) planHandoff(h heldSeat) *claimPlan {
 	if s.rev == 0 || s.probed || len(s.queue) == 0 {
