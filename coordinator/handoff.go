@@ -94,8 +94,10 @@ func (s *poolState) planHandoff(h heldSeat) *claimPlan {
 			// very keys the release deletes, a txn etcd refuses.
 			continue
 		}
-		if _, err := s.plan(req); err == nil {
-			return nil // a seat is free for it already, which the head claims
+		if s.heldSeats() < s.spec.Capacity { // else no seat is free: no plan to try
+			if _, err := s.plan(req); err == nil {
+				return nil // a seat is free for it already, which the head claims
+			}
 		}
 		restore := s.vacate(h)
 		p, err := s.plan(req)
