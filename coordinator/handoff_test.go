@@ -230,7 +230,7 @@ func TestGrantOfUndecodableSeatIsGivenUp(t *testing.T) {
 		t.Fatalf("seats: %v %v", seats, err)
 	}
 	qkey, held := q.Kvs[0], seats.Kvs[0]
-	name := string(qkey.Key[strings.LastIndexByte(string(qkey.Key), '/')+1:])
+	name := keyName(string(qkey.Key))
 	bad := pool + "seats/" + fmt.Sprintf("%0*d", coordinator.SlotWidth, 0) + "/" + name
 	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(qkey.Key)), "=", qkey.CreateRevision)).
 		Then(clientv3.OpDelete(string(held.Key)), clientv3.OpPut(bad, "not a seat record", clientv3.WithLease(ws.Lease())),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,9 @@ func newCountingClient(t testing.TB, method string) (*clientv3.Client, *atomic.I
 	}
 	return newObservedClient(t, shared.Endpoint(), count), &n
 }
+
+// keyName returns the last segment of key: a claim's name (<lease>-<nonce>).
+func keyName(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // newClient returns a client of endpoints, or of the shared member.
 func newClient(t testing.TB, endpoints ...string) *clientv3.Client {

@@ -345,8 +345,7 @@ func TestHeadBarredStepsOutVisibly(t *testing.T) {
 		case wr := <-queued:
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypePut {
-					key := string(ev.Kv.Key)
-					names = append(names, key[strings.LastIndexByte(key, '/')+1:])
+					names = append(names, keyName(string(ev.Kv.Key)))
 				}
 			}
 		case <-time.After(10 * time.Second):
@@ -416,7 +415,7 @@ func seatName(t *testing.T, ctx context.Context, cli *clientv3.Client, c *coordi
 	}
 	for _, kv := range resp.Kvs {
 		if clientv3.LeaseID(kv.Lease) == s.Lease() {
-			return string(kv.Key[strings.LastIndexByte(string(kv.Key), '/')+1:])
+			return keyName(string(kv.Key))
 		}
 	}
 	t.Fatalf("no seat of lease %x", s.Lease())
