@@ -36,8 +36,9 @@ import (
 // pool last (rather than a probe, probe.go). So in such a pool a release
 // hands off to the first waiter whichever process it is in. What it does
 // not do: a holder in a larger pool whose process does not wait on it,
-// or one that releases before its feed has synced (two round trips after
-// its claim), frees the seat and the head claims it; a release whose
+// one that releases before its feed has synced (two round trips after
+// its claim), or a claim taken back with Adopt, which keeps no feed,
+// frees the seat and the head claims it; a release whose
 // first waiter may take a seat free already leaves both seats to the head
 // (planHandoff); and releases of several processes at once all aim at the
 // first waiter, so all but one of them are sent again alone.

@@ -82,7 +82,10 @@ func ResumeSession(ctx context.Context, cli *clientv3.Client, lease clientv3.Lea
 // The claim behaves like one returned by Claim: Release is fenced by token
 // and Done reports a loss, including one that happened before Adopt was
 // called but after the revision it read. An instance that had already left
-// at that revision is reported by Done as ErrInstanceGone.
+// at that revision is reported by Done as ErrInstanceGone. Unlike Claim,
+// Adopt starts no pool feed (keepFeed): unless this process follows the
+// pool for another reason, the release frees the seat without handing it
+// to a waiter, and the head waiter claims it (handoff.go).
 func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat int, token int64) (*Claim, error) {
 	if err := ValidateName(pool); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
