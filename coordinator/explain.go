@@ -115,7 +115,7 @@ func (s *poolState) blockers(o claimOptions) []error {
 	// queue and tenant (said above), whose first step after them is the
 	// pool's seats.
 	bare := s.clone()
-	bare.queue = map[string]*mvccpb.KeyValue{}
+	bare.queue, bare.line = map[string]*mvccpb.KeyValue{}, nil
 	noTenant := req
 	noTenant.opts.tenant = ""
 	if _, err := bare.plan(noTenant); errors.Is(err, ErrNoSeat) && waitStatusOf(err, o).Reason == WaitPoolFull {

@@ -154,10 +154,8 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 		p.cmps = append(p.cmps, revCmp(clientv3.CreateRevision(req.queueKey), "", pb.Compare_EQUAL, req.queueRev))
 		return nil
 	}
-	for _, kv := range s.queue {
-		if kv.CreateRevision < req.queueRev {
-			return errNotHead
-		}
+	if s.arrivedBefore(req.queueRev) > 0 {
+		return errNotHead
 	}
 	// On an empty range etcd compares a zero key, and 0 > rev-1 fails: so
 	// only the ranges that hold waiters are compared (ours always does).

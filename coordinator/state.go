@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"cmp"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -56,6 +55,7 @@ type poolState struct {
 	// seat a head or a release granted it by its own name (grant.go).
 	claimed map[string]int
 	queue   map[string]*mvccpb.KeyValue
+	line    []*mvccpb.KeyValue // the queue in arrival order (line.go)
 	// unleased are keys under queue/ without a lease: no waiter of ours
 	// writes one (it could never go away), so they are not waiters, and
 	// claims compare around them (see queueCmps) instead of being blocked.
@@ -85,7 +85,7 @@ func (s *poolState) reset() {
 	s.tenants = map[string]map[int]int64{}
 	s.holders = map[string]string{}
 	s.claimed = map[string]int{}
-	s.queue = map[string]*mvccpb.KeyValue{}
+	s.queue, s.line = map[string]*mvccpb.KeyValue{}, nil
 	s.unleased = map[string]bool{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
@@ -99,7 +99,7 @@ func (s *poolState) clone() *poolState {
 	c.instances, c.queue, c.claimed = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.claimed)
 	c.fences, c.foreign, c.unleased = maps.Clone(s.fences), maps.Clone(s.foreign), maps.Clone(s.unleased)
 	c.binds, c.tenants, c.holders = cloneSlots(s.binds), cloneSlots(s.tenants), maps.Clone(s.holders)
-	c.waiting = maps.Clone(s.waiting)
+	c.waiting, c.line = maps.Clone(s.waiting), slices.Clone(s.line)
 	return &c
 }
 
@@ -192,13 +192,18 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		setSlot(s.tenants, pk.Name, pk.Slot, kv.CreateRevision)
 		s.holders[slotOf(string(kv.Key))] = pk.Claim
 	case segQueue:
+		old := s.queue[string(kv.Key)]
 		if kv.Lease == 0 {
 			s.unleased[string(kv.Key)] = true
-			delete(s.queue, string(kv.Key))
+			if old != nil {
+				delete(s.queue, string(kv.Key))
+				s.lineDrop(old)
+			}
 			return
 		}
 		delete(s.unleased, string(kv.Key))
 		s.queue[string(kv.Key)] = kv
+		s.lineAdd(kv, old)
 	case segFences:
 		s.fences[leaseOfHex(pk.Name)] = kv.ModRevision
 	case segWaiting:
@@ -236,7 +241,10 @@ func (s *poolState) del(key string) {
 	case segTenants:
 		delSlot(s.tenants, pk.Name, pk.Slot)
 	case segQueue:
-		delete(s.queue, key)
+		if old := s.queue[key]; old != nil {
+			delete(s.queue, key)
+			s.lineDrop(old)
+		}
 		delete(s.unleased, key)
 	case segFences:
 		delete(s.fences, leaseOfHex(pk.Name))
@@ -272,27 +280,6 @@ func delSlot(m map[string]map[int]int64, name string, n int) {
 	if len(m[name]) == 0 {
 		delete(m, name)
 	}
-}
-
-// waiters returns the queue in arrival (create revision) order.
-func (s *poolState) waiters() []*mvccpb.KeyValue {
-	out := make([]*mvccpb.KeyValue, 0, len(s.queue))
-	for _, kv := range s.queue {
-		out = append(out, kv)
-	}
-	slices.SortFunc(out, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
-	return out
-}
-
-// ahead returns the queue key created last before rev, or nil.
-func (s *poolState) ahead(rev int64) *mvccpb.KeyValue {
-	var best *mvccpb.KeyValue
-	for _, kv := range s.queue {
-		if kv.CreateRevision < rev && (best == nil || kv.CreateRevision > best.CreateRevision) {
-			best = kv
-		}
-	}
-	return best
 }
 
 // bound reports whether claims on this pool bind to instances.

@@ -171,17 +171,6 @@ func (s *poolState) queuedStatus(req claimRequest, ahead int) WaitStatus {
 	return WaitStatus{Reason: WaitQueue, Detail: fmt.Sprintf("%d ahead in line", ahead), Ahead: ahead, InLine: true}
 }
 
-// countAhead counts the queued waiters that arrived before revision rev.
-func (s *poolState) countAhead(rev int64) int {
-	n := 0
-	for _, kv := range s.queue {
-		if kv.CreateRevision < rev {
-			n++
-		}
-	}
-	return n
-}
-
 // waitTracker follows one waiting claim: it reports its status to the
 // caller's hook and to the metrics, and keeps its waiting record. It is
 // used by the claiming goroutine only.
