@@ -154,7 +154,7 @@ func (s *poolState) planQueue(p *claimPlan, req claimRequest) error {
 		p.cmps = append(p.cmps, revCmp(clientv3.CreateRevision(req.queueKey), "", pb.Compare_EQUAL, req.queueRev))
 		return nil
 	}
-	if s.arrivedBefore(req.queueRev) > 0 {
+	if s.countAhead(req.queueRev) > 0 {
 		return errNotHead
 	}
 	// On an empty range etcd compares a zero key, and 0 > rev-1 fails: so

@@ -192,16 +192,13 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		setSlot(s.tenants, pk.Name, pk.Slot, kv.CreateRevision)
 		s.holders[slotOf(string(kv.Key))] = pk.Claim
 	case segQueue:
-		old := s.queue[string(kv.Key)]
 		if kv.Lease == 0 {
 			s.unleased[string(kv.Key)] = true
-			if old != nil {
-				delete(s.queue, string(kv.Key))
-				s.lineDrop(old)
-			}
+			s.unqueue(string(kv.Key))
 			return
 		}
 		delete(s.unleased, string(kv.Key))
+		old := s.queue[string(kv.Key)]
 		s.queue[string(kv.Key)] = kv
 		s.lineAdd(kv, old)
 	case segFences:
@@ -241,10 +238,7 @@ func (s *poolState) del(key string) {
 	case segTenants:
 		delSlot(s.tenants, pk.Name, pk.Slot)
 	case segQueue:
-		if old := s.queue[key]; old != nil {
-			delete(s.queue, key)
-			s.lineDrop(old)
-		}
+		s.unqueue(key)
 		delete(s.unleased, key)
 	case segFences:
 		delete(s.fences, leaseOfHex(pk.Name))
