@@ -21,3 +21,13 @@ func (h *harness) userClient(t *testing.T, user, password string) *clientv3.Clie
 	t.Helper()
 	return etcdtest.UserClient(t, h.cli.Endpoints(), user, password)
 }
+
+// loginTimeouts are the flags of a poolctl run that logs in. A login is a
+// bcrypt check on the server, and it counts against --command-timeout
+// (which bounds a whole command, connecting included): under -race on a
+// loaded 2-core machine one took over 5 s, the default (CI, stop 23). A
+// denial that poolctl retried instead of ending would still run into the
+// timeout and exit 4, not 8.
+func loginTimeouts(args ...string) []string {
+	return append([]string{"--dial-timeout", "10s", "--command-timeout", "30s"}, args...)
+}

@@ -71,13 +71,13 @@ func TestPasswordSources(t *testing.T) {
 	if err := os.WriteFile(file, []byte(etcdtest.RootPassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.run("--dial-timeout", "10s", "--user", "root", "--password-file", file, "status").want(t, ExitOK)
+	h.run(loginTimeouts("--user", "root", "--password-file", file, "status")...).want(t, ExitOK)
 	inv := newInvocation()
 	inv.vars["ETCDPOOL_USER"] = "root"
 	inv.vars["ETCDPOOL_PASSWORD_FILE"] = file
-	h.runWith(inv, "--dial-timeout", "10s", "status").want(t, ExitOK)
+	h.runWith(inv, loginTimeouts("status")...).want(t, ExitOK)
 	start := time.Now()
-	h.run("--dial-timeout", "10s", "--user", "root:wrong", "status").want(t, ExitDenied)
+	h.run(loginTimeouts("--user", "root:wrong", "status")...).want(t, ExitDenied)
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("a wrong password took %v to fail", d)
 	}

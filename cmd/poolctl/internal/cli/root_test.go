@@ -133,7 +133,7 @@ func TestAuth(t *testing.T) {
 			if tt.prompt != "" {
 				inv.env.ReadPassword = func(string) (string, error) { return tt.prompt, nil }
 			}
-			h.runWith(inv, append([]string{"--dial-timeout", "10s"}, tt.args...)...).want(t, tt.code)
+			h.runWith(inv, loginTimeouts(tt.args...)...).want(t, tt.code)
 		})
 	}
 }

@@ -105,7 +105,7 @@ func TestWatchEndsWhenRefused(t *testing.T) {
 	etcdtest.AddPrefixRole(t, root, "watcher", prefix, clientv3.PermissionType(clientv3.PermRead))
 	etcdtest.AddUser(t, root, "watcher", "pw", "watcher")
 	h.c = testkit.Coordinator(t, root) // the harness's own client is refused now
-	_, wait := h.startWatch(t, "gpu", "--dial-timeout", "10s", "--user", "watcher:pw", "gpu")
+	_, wait := h.startWatch(t, "gpu", loginTimeouts("--user", "watcher:pw", "gpu")...)
 
 	if _, err := root.RoleRevokePermission(ctx, "watcher", prefix, clientv3.GetPrefixRangeEnd(prefix)); err != nil {
 		t.Fatal(err)
