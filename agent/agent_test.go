@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -112,9 +113,12 @@ func TestAgentRegistersAgainAfterInstanceDeleted(t *testing.T) {
 			if after["i2"].Revision != before["i2"].Revision {
 				t.Errorf("i2 was written again (revision %d -> %d) though nobody deleted it", before["i2"].Revision, after["i2"].Revision)
 			}
-			if st := a.Status(); !st.Registered || st.Lease != lease {
-				t.Errorf("status %+v, want registered under lease %x", st, lease)
-			}
+			// Status follows the register txn's reply, which may come after
+			// the key is visible in etcd.
+			testkit.Eventually(t, 2*time.Second, fmt.Sprintf("status registered under lease %x", lease), func() bool {
+				st := a.Status()
+				return st.Registered && st.Lease == lease
+			})
 		})
 	}
 }
