@@ -34,8 +34,10 @@ type Claim struct {
 	donec    chan struct{} // closed when err is set
 	monOnce  sync.Once
 	stopMon  context.CancelFunc
-	stopSess func() bool // unregisters the session-end callback
-	feed     *poolFeed   // the pool feed it keeps running while it holds (feed.go), or nil
+	stopSess func() bool   // unregisters the session-end callback
+	feed     *poolFeed     // the pool feed it keeps running while it holds (feed.go), or nil
+	releases int           // Release calls running
+	relEnded chan struct{} // closed when the running Release calls have all ended
 
 	reusable atomic.Bool // its name may be reused once released (names.go)
 }
@@ -211,7 +213,7 @@ func (cl *Claim) monitor(ctx context.Context) {
 func (cl *Claim) seatEvent(ctx context.Context, wr clientv3.WatchResponse, ok bool) (lost bool, resume int64) {
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != cl.token {
-			cl.classify(ctx)
+			cl.seatGone(ctx)
 			return true, 0
 		}
 	}
@@ -220,10 +222,62 @@ func (cl *Claim) seatEvent(ctx context.Context, wr clientv3.WatchResponse, ok bo
 	}
 	kv, rev := cl.reread(ctx, cl.key())
 	if rev > 0 && (kv == nil || kv.CreateRevision != cl.token) {
-		cl.classify(ctx)
+		cl.seatGone(ctx)
 		return true, 0
 	}
 	return false, rev + 1
+}
+
+// seatGone ends the claim whose seat key the monitor found gone or
+// replaced. While this process releases the seat, the release ends the
+// claim itself, knowing why (release.go): the monitor waits for it rather
+// than send a txn to ask etcd, and asks only if the release ended without
+// ending the claim. So Done closes when the release returns, or at the
+// session's deadline if etcd stops answering, as it would after asking.
+func (cl *Claim) seatGone(ctx context.Context) {
+	if cl.lost() {
+		return
+	}
+	if ended := cl.releaseEnded(); ended != nil {
+		select {
+		case <-ended:
+		case <-ctx.Done(): // the claim ended (lose stops the monitor)
+			return
+		}
+		if cl.lost() {
+			return
+		}
+	}
+	cl.classify(ctx)
+}
+
+// startRelease marks a Release call as running until the returned func is
+// called.
+func (cl *Claim) startRelease() (end func()) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.releases == 0 {
+		cl.relEnded = make(chan struct{})
+	}
+	cl.releases++
+	return func() {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		if cl.releases--; cl.releases == 0 {
+			close(cl.relEnded)
+		}
+	}
+}
+
+// releaseEnded returns a channel closed when the Release calls running now
+// have ended, or nil when none runs.
+func (cl *Claim) releaseEnded() <-chan struct{} {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.releases == 0 {
+		return nil
+	}
+	return cl.relEnded
 }
 
 // instanceEvent is seatEvent for the bound instance's key.

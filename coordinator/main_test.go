@@ -30,12 +30,13 @@ func TestMain(m *testing.M) {
 }
 
 // newCountingClient returns a client of the shared member that counts its
-// unary calls of method (such as "/etcdserverpb.KV/Range").
+// unary calls of method (such as "/etcdserverpb.KV/Range"), or all of
+// them when method is "".
 func newCountingClient(t testing.TB, method string) (*clientv3.Client, *atomic.Int64) {
 	t.Helper()
 	var n atomic.Int64
 	count := func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if m == method {
+		if method == "" || m == method {
 			n.Add(1)
 		}
 		return invoker(ctx, m, req, reply, cc, opts...)

@@ -80,6 +80,7 @@ func (cl *Claim) Release(ctx context.Context) error {
 // and hands the seat off if it can.
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
+	defer cl.startRelease()()
 	ops := c.releaseOps(cl.held(), rel)
 	next, done := c.handoff(cl.held())
 	defer done()
