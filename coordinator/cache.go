@@ -103,37 +103,46 @@ func (c *Coordinator) refreshShared(ctx context.Context, s *Session, sh *sharedS
 	return c.withRetry(ctx, s, pool, RetryClaimRead, func() error { return c.refresh(ctx, sh, pool, req, whole) })
 }
 
+// refresh is refreshShared's one try. The state it leaves is at least as
+// new as a read made during the call, which a claim needs before it
+// refuses (claim): a probe, or the whole pool when a feed keeps the state
+// whole, or synced while the probe was out.
 func (c *Coordinator) refresh(ctx context.Context, sh *sharedState, pool string, req claimRequest, whole bool) error {
 	sh.mu.Lock()
 	whole = whole || sh.exact()
 	sh.mu.Unlock()
-	if whole {
-		resp, err := c.getPool(ctx, pool)
+	if !whole {
+		resp, err := c.cli.Txn(ctx).Then(c.k.probeOps(pool, req)...).Commit()
 		if err != nil {
 			return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
 		}
-		sh.mu.Lock()
-		sh.st.load(resp.Header.Revision, resp.Kvs)
-		sh.mu.Unlock()
-		return nil
+		if sh.takeProbe(resp.Header.Revision, resp.Responses, req.lease) {
+			return nil
+		}
 	}
-	resp, err := c.cli.Txn(ctx).Then(c.k.probeOps(pool, req)...).Commit()
+	resp, err := c.getPool(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("coordinator: read pool %q: %w", pool, err)
 	}
-	sh.takeProbe(resp.Header.Revision, resp.Responses, req.lease)
+	sh.mu.Lock()
+	sh.st.load(resp.Header.Revision, resp.Kvs) // ignored if the feed's state is newer
+	sh.mu.Unlock()
 	return nil
 }
 
 // takeProbe loads a probe read at rev by the claimant of lease into the
-// shared state, unless a feed synced meanwhile: its state is whole and
-// newer, and the probe would replace it with a part.
-func (sh *sharedState) takeProbe(rev int64, resps []*pb.ResponseOp, lease clientv3.LeaseID) {
+// shared state, and reports whether it did. It does not when a feed synced
+// meanwhile: the feed's state is whole, and the probe would replace it with
+// a part; but it may be older than the probe, so the caller reads the
+// whole pool instead.
+func (sh *sharedState) takeProbe(rev int64, resps []*pb.ResponseOp, lease clientv3.LeaseID) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !sh.exact() {
-		sh.st.loadProbe(rev, resps, lease)
+	if sh.exact() {
+		return false
 	}
+	sh.st.loadProbe(rev, resps, lease)
+	return true
 }
 
 // absorb folds a claim txn's outcome into a state: the Else read on
@@ -180,15 +189,18 @@ func rangeKvs(resp *clientv3.TxnResponse) []*mvccpb.KeyValue {
 	return nil
 }
 
-// absorb folds a claim txn's outcome into the shared state. A probe never
-// replaces the whole state a feed keeps: the feed brings what changed.
-func (sh *sharedState) absorb(p *claimPlan, resp *clientv3.TxnResponse) {
+// absorb folds a claim txn's outcome into the shared state, and reports
+// whether a failed txn's Else read went in. A probe never replaces the
+// whole state a feed keeps: the feed brings what changed, but it may not
+// have brought it yet, so the state is then no fresher than before.
+func (sh *sharedState) absorb(p *claimPlan, resp *clientv3.TxnResponse) (read bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if p.probe && sh.exact() && resp != nil && !resp.Succeeded {
-		return
+		return false
 	}
 	absorb(sh.st, p, resp)
+	return resp != nil && !resp.Succeeded
 }
 
 // forgetIn drops a released claim's keys from st, so that the next claim

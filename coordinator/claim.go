@@ -138,11 +138,11 @@ func (c *Coordinator) claim(ctx context.Context, s *Session, pool string, req cl
 		if err != nil {
 			return nil, err
 		}
-		sh.absorb(p, resp)
+		read := sh.absorb(p, resp)
 		if cl != nil {
 			return cl, nil
 		}
-		fresh = true // the failed txn's Else branch re-read the pool
+		fresh = read // the failed txn's Else branch re-read the pool, unless a feed's state stood in for it
 		failed++
 		c.backOff(ctx, pool, failed, contention)
 	}
