@@ -61,9 +61,16 @@ func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 // cleanups run last-in, first-out).
 func newObservedClient(t testing.TB, endpoint string, ic grpc.UnaryClientInterceptor) *clientv3.Client {
 	t.Helper()
+	return newDialedClient(t, endpoint, grpc.WithChainUnaryInterceptor(ic))
+}
+
+// newDialedClient is newObservedClient with any dial options, such as a
+// stream interceptor as well.
+func newDialedClient(t testing.TB, endpoint string, opts ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(ic)},
+		DialOptions: opts,
 	})
 	if err != nil {
 		t.Fatal(err)
