@@ -183,10 +183,8 @@ func (cl *Claim) monitor(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if c.ctx.Err() != nil {
-				cl.lose(ErrClosed, "coordinator closed; the seat is no longer watched")
-			}
-			return // a session end has closed Done already
+			cl.unwatched()
+			return
 		case wr, ok := <-seatW:
 			lost, resume := cl.seatEvent(ctx, wr, ok)
 			if lost || ctx.Err() != nil || cl.lost() {
@@ -241,7 +239,8 @@ func (cl *Claim) seatGone(ctx context.Context) {
 	if ended := cl.releaseEnded(); ended != nil {
 		select {
 		case <-ended:
-		case <-ctx.Done(): // the claim ended (lose stops the monitor)
+		case <-ctx.Done(): // the claim ended (lose stops the monitor), or the Coordinator closed
+			cl.unwatched()
 			return
 		}
 		if cl.lost() {
@@ -249,6 +248,16 @@ func (cl *Claim) seatGone(ctx context.Context) {
 		}
 	}
 	cl.classify(ctx)
+}
+
+// unwatched ends the claim with ErrClosed when the monitor stopped because
+// its Coordinator closed: nothing watches the seat any more. Otherwise the
+// monitor stopped because the claim ended (lose, or the session's end,
+// which calls it), and there is nothing to do.
+func (cl *Claim) unwatched() {
+	if cl.c.ctx.Err() != nil {
+		cl.lose(ErrClosed, "coordinator closed; the seat is no longer watched")
+	}
 }
 
 // startRelease marks a Release call as running until the returned func is
