@@ -237,6 +237,7 @@ func (cl *Claim) seatGone(ctx context.Context) {
 		return
 	}
 	if ended := cl.releaseEnded(); ended != nil {
+		cl.c.log.Debug("seat key gone while this process releases it; the release gives the reason", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
 		select {
 		case <-ended:
 		case <-ctx.Done(): // the claim ended (lose stops the monitor), or the Coordinator closed

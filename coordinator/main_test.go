@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -99,3 +100,26 @@ func mustClaim(t testing.TB, ctx context.Context, c *coordinator.Coordinator, s 
 	}
 	return cl
 }
+
+// signalLogger returns a logger that sends on ch, without blocking, each
+// time it logs a message containing msg, at any level.
+func signalLogger(msg string, ch chan<- struct{}) *slog.Logger {
+	return slog.New(signalHandler{msg: msg, ch: ch})
+}
+
+type signalHandler struct {
+	msg string
+	ch  chan<- struct{}
+}
+
+func (signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.msg) {
+		notify(h.ch)
+	}
+	return nil
+}
+
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h signalHandler) WithGroup(string) slog.Handler      { return h }

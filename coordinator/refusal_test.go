@@ -41,8 +41,11 @@ func TestRefusalIsNotOlderThanTheRead(t *testing.T) {
 		case *pb.TxnRequest: // a probe has no compares: the feed syncs before it is taken
 			if len(r.Compare) == 0 && holdProbe.CompareAndSwap(true, false) {
 				close(feedRead)
-				for deadline := time.Now().Add(10 * time.Second); !coordinator.FeedSynced(q, "p") && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
+				for deadline := time.Now().Add(10 * time.Second); !coordinator.FeedSynced(q, "p"); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Error("the pool feed did not sync once its read was let through: the race was not set up")
+						break
+					}
 				}
 			}
 		}

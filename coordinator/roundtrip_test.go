@@ -1,8 +1,6 @@
 package coordinator_test
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -73,37 +71,5 @@ func TestSeatsBoundsTTLLookups(t *testing.T) {
 	}
 	if n := ttlCalls.Load(); n > coordinator.MaxTTLLookups || known != coordinator.MaxTTLLookups {
 		t.Fatalf("%d TTL requests, %d seats with a TTL; want %d of each", n, known, coordinator.MaxTTLLookups)
-	}
-}
-
-// TestWatchedReleaseIsOneRoundTrip: a holder that watches Done (the
-// documented pattern) releases in one RPC too. Its monitor sees the seat
-// key deleted by the release itself, and must not ask etcd why: the
-// release already knows.
-func TestWatchedReleaseIsOneRoundTrip(t *testing.T) {
-	cli, calls := newCountingClient(t, "")
-	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/watchedrelease/%d", time.Now().UnixNano())))
-	ctx := testkit.Ctx(t, 30*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 8})
-	s := testkit.Session(t, cli, 30*time.Second)
-	for i := range 60 { // the monitor beat the release's reply in 1 of ~30
-		cl, err := c.Claim(ctx, s, "p")
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := cl.Done()                 // starts the monitor's watch
-		time.Sleep(20 * time.Millisecond) // for the watch to be registered
-		before := calls.Load()
-		if err := cl.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		<-done
-		time.Sleep(20 * time.Millisecond) // for a late monitor to show itself
-		if n := calls.Load() - before; n != 1 {
-			t.Fatalf("cycle %d: a watched release took %d RPCs; want 1", i, n)
-		}
-		if err := cl.Err(); !errors.Is(err, coordinator.ErrReleased) {
-			t.Fatalf("cycle %d: Err() = %v, want ErrReleased", i, err)
-		}
 	}
 }
