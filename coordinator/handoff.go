@@ -29,15 +29,6 @@ import (
 // under its prefix is the releaser's, by its token (takeSlot), as it is
 // before the txn's writes; so the slot never holds two keys.
 //
-// When the grant takes the releaser's own seat (in a full pool the only
-// free one; otherwise planning may pick another), that compare on the
-// seat's slot also proves what the release's own compare (IsOwner) would:
-// etcd compares every key in the range and fails an empty one, and the
-// only key a slot can hold with the token as its create revision is the
-// one the releaser's claim created there. So the txn leaves IsOwner out
-// (Claim.release): etcd reads every key a compare names, and each compare
-// costs the txn measurably (BenchmarkReleaseToGrant).
-//
 // The releaser plans the hand-off from this process's view of the pool:
 // the shared state, which the pool feed keeps exact while this process
 // waits on the pool or holds one of its seats, if the pool has at most

@@ -87,10 +87,7 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	b := releaseRetry.Backoff()
 	for lost := false; ; {
 		cmps, then := []clientv3.Cmp{cl.IsOwner()}, ops
-		switch {
-		case next != nil && next.seat == cl.seat:
-			cmps, then = next.cmps, append(ops[:len(ops):len(ops)], next.ops...) // its compare on the seat proves IsOwner (handoff.go)
-		case next != nil:
+		if next != nil {
 			cmps, then = append(cmps, next.cmps...), append(ops[:len(ops):len(ops)], next.ops...)
 		}
 		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).
