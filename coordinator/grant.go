@@ -51,11 +51,11 @@ func (s *poolState) planBatch(head claimRequest) (*claimPlan, error) {
 // waiters behind it (planBatch).
 func (s *poolState) grantBehind(p *claimPlan) {
 	s.assume(p)
-	for _, w := range s.waiters() {
+	for _, kv := range s.waiters() {
 		if len(p.grants) == maxGrants {
 			break
 		}
-		req, ok := w.req, w.ok
+		req, ok := s.waiterRequest(kv)
 		if !ok {
 			continue
 		}
@@ -71,8 +71,7 @@ func (s *poolState) grantBehind(p *claimPlan) {
 	}
 }
 
-// waiterRequest rebuilds the claim a queued waiter asked for from its key;
-// the line keeps it with the key (line.go).
+// waiterRequest rebuilds the claim a queued waiter asked for from its key.
 func (s *poolState) waiterRequest(kv *mvccpb.KeyValue) (claimRequest, bool) {
 	pk, err := s.k.parse(string(kv.Key))
 	if err != nil {

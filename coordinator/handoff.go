@@ -87,8 +87,8 @@ func (s *poolState) planHandoff(h heldSeat) *claimPlan {
 	if s.rev == 0 || s.probed || len(s.queue) == 0 {
 		return nil // a probe shows neither the waiters' records nor their slots
 	}
-	for _, w := range s.line { // in arrival order; nothing below changes the queue
-		req, ok := w.req, w.ok
+	for _, kv := range s.line { // in arrival order; nothing below changes the queue
+		req, ok := s.waiterRequest(kv)
 		if !ok || queueName(req.lease, req.nonce) == h.claim {
 			// Not a waiter; or the releaser's own queue key, which a view
 			// that missed its grant still shows: granting it would put the

@@ -139,12 +139,12 @@ func (c *Coordinator) Queue(ctx context.Context, pool string) ([]Waiter, error) 
 
 func (c *Coordinator) waitersOf(st *poolState) []Waiter {
 	var out []Waiter
-	for _, in := range st.waiters() {
-		rec, _ := decodeWaiterRecord(in.kv.Value) // a bad value still occupies its place
-		w := waiterOf(st.pool, len(out), rec, in.kv)
+	for _, kv := range st.waiters() {
+		rec, _ := decodeWaiterRecord(kv.Value) // a bad value still occupies its place
+		w := waiterOf(st.pool, len(out), rec, kv)
 		ws := WaitStatus{Detail: "not a waiter record of etcdpool: the head passes it over"}
-		if in.ok {
-			ws = st.queuedStatus(in.req, len(out))
+		if req, ok := st.waiterRequest(kv); ok {
+			ws = st.queuedStatus(req, len(out))
 		}
 		w.Reason, w.Detail, w.Ahead = ws.Reason, ws.Detail, len(out)
 		out = append(out, w)

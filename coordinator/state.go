@@ -55,7 +55,7 @@ type poolState struct {
 	// seat a head or a release granted it by its own name (grant.go).
 	claimed map[string]int
 	queue   map[string]*mvccpb.KeyValue
-	line    []*inLine // the queue in arrival order (line.go)
+	line    []*mvccpb.KeyValue // the queue in arrival order (line.go)
 	// unleased are keys under queue/ without a lease: no waiter of ours
 	// writes one (it could never go away), so they are not waiters, and
 	// claims compare around them (see queueCmps) instead of being blocked.
