@@ -19,7 +19,14 @@ import (
 // Each grant is a nested txn whose compares re-check, on the server, what
 // a claim of that waiter would: its queue key (so its lease is alive and it
 // did not leave), its fence, and the chosen seat, tenant and instance slots.
-// A nested grant whose compares fail is simply not applied. A granted
+// The grants nest in a chain, each in the Then of the one before it, so
+// the server applies them in order up to the first whose compares fail,
+// and none after it: a waiter whose grant fails (its fence moved, as when
+// its session resolves an ambiguous claim txn, or its seat went to
+// another) is never overtaken in that txn by the waiters behind it
+// (TestBatchGrantsStopAtFirstRefused). Side by side, each grant applied or
+// not on its own, and the FIFO checker of TestChaos caught a waiter
+// granted ahead of an older one still waiting. A granted
 // waiter's seat key is written under its lease and named after it, like
 // every claim's (keys.go), and its queue key is deleted in the same txn:
 // the waiter's feed wakes it on that delete, and it finds its seat by its
@@ -51,8 +58,9 @@ func (s *poolState) planBatch(head claimRequest) (*claimPlan, error) {
 // waiters behind it (planBatch).
 func (s *poolState) grantBehind(p *claimPlan) {
 	s.assume(p)
+	var gs []*claimPlan
 	for _, kv := range s.waiters() {
-		if len(p.grants) == maxGrants {
+		if len(gs) == maxGrants {
 			break
 		}
 		req, ok := s.waiterRequest(kv)
@@ -67,8 +75,20 @@ func (s *poolState) grantBehind(p *claimPlan) {
 			break
 		}
 		s.assume(g)
-		p.grants = append(p.grants, clientv3.OpTxn(g.cmps, g.ops, nil))
+		gs = append(gs, g)
 	}
+	p.grants = chain(gs)
+}
+
+// chain nests the grants gs, in order, each in the Then of the one before
+// it, and returns the outermost (nil for none).
+func chain(gs []*claimPlan) []clientv3.Op {
+	var next []clientv3.Op
+	for i := len(gs) - 1; i >= 0; i-- {
+		g := gs[i]
+		next = []clientv3.Op{clientv3.OpTxn(g.cmps, append(g.ops[:len(g.ops):len(g.ops)], next...), nil)}
+	}
+	return next
 }
 
 // waiterRequest rebuilds the claim a queued waiter asked for from its key.

@@ -1,0 +1,96 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
+)
+
+// TestBatchGrantsStopAtFirstRefused: the head's txn grants seats to the
+// waiters behind it, planned in arrival order on its view. When the grant
+// of one of them fails on the server (here waiter A's fence moves between
+// the plan and the txn, as when A's session resolves an ambiguous claim
+// txn of another of its claims), no waiter behind A may be granted in that
+// txn: B would overtake A, who still waits. Found by TestChaos (FIFO
+// checker), 2026-12-02.
+func TestBatchGrantsStopAtFirstRefused(t *testing.T) {
+	prefix := fmt.Sprintf("/batchorder/%d", time.Now().UnixNano())
+	raw := newClient(t)
+	var fenceA atomic.Value // the fence key of A's lease, once armed
+	var leaseA atomic.Int64
+	var moved atomic.Bool
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pb.TxnRequest); ok && grantsBehind(r) {
+			if key, ok := fenceA.Load().(string); ok && moved.CompareAndSwap(false, true) {
+				if _, err := raw.Put(ctx, key, "", clientv3.WithLease(clientv3.LeaseID(leaseA.Load()))); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli := newObservedClient(t, shared.Endpoint(), ic)
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
+	other := testkit.Coordinator(t, raw, coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+
+	// Three seats held by one session of another process; X, A and B wait
+	// in that order, each with its own session, in this process.
+	hs := testkit.Session(t, raw, 30*time.Second)
+	for range 3 {
+		mustClaim(t, ctx, other, hs, "p")
+	}
+	var got [3]<-chan *coordinator.Claim
+	sessions := make([]*coordinator.Session, 3)
+	for i := range got {
+		sessions[i] = testkit.Session(t, cli, 30*time.Second)
+		got[i] = claimWaiting(t, ctx, c, sessions[i], "p")
+		waitQueued(t, other, "p", i+1)
+	}
+	leaseA.Store(int64(sessions[1].Lease()))
+	fenceA.Store(fmt.Sprintf("%s/pools/p/fences/%016x", prefix, int64(sessions[1].Lease())))
+	// The holders' session ends: the three seats are free at once, and the
+	// head, X, grants A and B in its own txn.
+	if _, err := raw.Revoke(ctx, hs.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	var tokens [3]int64
+	for i, ch := range got {
+		select {
+		case cl := <-ch:
+			if cl == nil {
+				t.Fatalf("waiter %d was not granted", i)
+			}
+			tokens[i] = cl.Token()
+		case <-ctx.Done():
+			t.Fatalf("waiter %d was not granted", i)
+		}
+	}
+	if !moved.Load() {
+		t.Fatal("the head granted nobody behind it in its txn")
+	}
+	if tokens[2] < tokens[1] {
+		t.Fatalf("B was granted at revision %d, before A at %d: A's grant failed and B's applied in the same txn", tokens[2], tokens[1])
+	}
+}
+
+// grantsBehind reports whether r is a head's claim txn that grants seats
+// to waiters behind it (nested txns among its writes).
+func grantsBehind(r *pb.TxnRequest) bool {
+	for _, op := range r.Success {
+		if op.GetRequestTxn() != nil {
+			return true
+		}
+	}
+	return false
+}
