@@ -36,11 +36,27 @@ import (
 // order, on an exact snapshot, marking what each plan takes. A waiter that
 // its own tenant limit or instance selector bars is passed over (FIFO holds
 // among waiters that can be served); the first waiter refused for want of
-// a seat ends the batch.
+// a seat ends the batch, and so does the first whose grant would take the
+// chain past etcd's limit on operations (txnOps).
 
 // maxGrants bounds the waiters granted in one transaction, keeping it far
-// below etcd's --max-txn-ops (128 by default) and 1.5 MiB request limits.
+// below etcd's 1.5 MiB request limit.
 const maxGrants = 16
+
+// maxTxnOps is etcd's default --max-txn-ops. etcd counts, for a txn, the
+// largest of its compares, its Then and its Else, and a txn nested in
+// another may count only what its parents leave (checkTxnRequest): so the
+// counts along a chain of grants add up. A batch stops before a grant that
+// would take them past this. (A server set to a lower limit refuses the
+// larger batches; the default is assumed.)
+const maxTxnOps = 128
+
+// maxElseOps is the most a claim txn's Else reads (probeOps).
+const maxElseOps = probeTenant + 1
+
+// txnOps is what a txn of cmps and then counts against maxTxnOps, with an
+// Else of at most maxElseOps.
+func txnOps(cmps, then int) int { return max(cmps, then, maxElseOps) }
 
 // planBatch plans the head's claim and grants for the waiters behind it.
 // It marks in s what the plans take, so s must be a private snapshot that
@@ -59,6 +75,7 @@ func (s *poolState) planBatch(head claimRequest) (*claimPlan, error) {
 func (s *poolState) grantBehind(p *claimPlan) {
 	s.assume(p)
 	var gs []*claimPlan
+	left := maxTxnOps - txnOps(len(p.cmps), len(p.ops)+1) // +1: the chain
 	for _, kv := range s.waiters() {
 		if len(gs) == maxGrants {
 			break
@@ -73,6 +90,9 @@ func (s *poolState) grantBehind(p *claimPlan) {
 		}
 		if err != nil {
 			break
+		}
+		if left -= max(len(g.cmps), len(g.ops)+1); left < 0 {
+			break // the next head grants it
 		}
 		s.assume(g)
 		gs = append(gs, g)

@@ -1,0 +1,77 @@
+package coordinator
+
+import (
+	"fmt"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestBatchChainFitsTxnLimit: the head's grants nest in a chain, and etcd
+// counts the operations along it against --max-txn-ops (the largest of
+// each txn's compares, Then and Else, summed down the chain). With 17
+// waiters that each bind to an instance under a tenant limit, a grant
+// costs 9 compares, and 16 of them would exceed 128: the batch must stop
+// within the limit. Unconstrained waiters (5 compares a grant) still fill
+// a batch of maxGrants. Tested without etcd, on a planned batch.
+func TestBatchChainFitsTxnLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		constrained bool
+	}{{"unconstrained", false}, {"tenant and instance", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := keys{root: "/t"}
+			const n = 17
+			kvs := []*mvccpb.KeyValue{{Key: []byte(k.spec("p")), Value: []byte(fmt.Sprintf(`{"capacity":%d,"tenantLimit":1}`, n)),
+				CreateRevision: 1, ModRevision: 1, Version: 1}}
+			if tc.constrained {
+				kvs = append(kvs, &mvccpb.KeyValue{Key: []byte(k.instance("p", "i")), Value: []byte(fmt.Sprintf(`{"id":"i","seats":%d}`, n)),
+					CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 1})
+			}
+			for i := range n {
+				v := `{"holder":"w","since":"2026-12-01T00:00:00Z"}`
+				if tc.constrained {
+					v = fmt.Sprintf(`{"holder":"w","tenant":"t%d","since":"2026-12-01T00:00:00Z"}`, i)
+				}
+				kvs = append(kvs, &mvccpb.KeyValue{Key: []byte(k.queueKey("p", clientv3.LeaseID(i+2), 7)), Value: []byte(v),
+					CreateRevision: int64(3 + i), ModRevision: int64(3 + i), Version: 1, Lease: int64(i + 2)})
+			}
+			st := newPoolState(k, "p")
+			st.load(3+n, kvs)
+			head, ok := st.waiterRequest(st.line[0])
+			if !ok {
+				t.Fatal("the head's queue key does not decode")
+			}
+			head.granted = false
+			p, err := st.planBatch(head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, grants := txnOps(len(p.cmps), len(p.ops)+len(p.grants)), 0
+			for ops := p.grants; len(ops) > 0; grants++ {
+				if len(ops) != 1 || !ops[0].IsTxn() {
+					t.Fatalf("grant %d: %d ops; want one nested txn", grants, len(ops))
+				}
+				cmps, then, _ := ops[0].Txn()
+				sum += max(len(cmps), len(then))
+				ops = nil
+				for _, op := range then {
+					if op.IsTxn() {
+						ops = append(ops, op)
+					}
+				}
+			}
+			if sum > maxTxnOps {
+				t.Fatalf("%d grants chained: %d ops along the chain; etcd allows %d", grants, sum, maxTxnOps)
+			}
+			if !tc.constrained && grants != maxGrants {
+				t.Fatalf("%d grants behind the head; want %d", grants, maxGrants)
+			}
+			if tc.constrained && (grants == 0 || grants == maxGrants) {
+				t.Fatalf("%d grants behind the head (%d ops along the chain); want the batch cut short by the limit", grants, sum)
+			}
+			t.Logf("%d grants, %d ops along the chain", grants, sum)
+		})
+	}
+}
