@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/embedetcd"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -93,4 +94,48 @@ func grantsBehind(r *pb.TxnRequest) bool {
 		}
 	}
 	return false
+}
+
+// TestGrantsOnLowMaxTxnOps: on an etcd whose --max-txn-ops is set below
+// the default the head's chain of grants is cut to (128), etcd refuses the
+// head's txn as too many operations, having applied nothing. The head must
+// then claim alone, and every waiter still be granted in queue order.
+func TestGrantsOnLowMaxTxnOps(t *testing.T) {
+	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cli := testkit.Client(t, srv.ClientURL())
+	c := testkit.Coordinator(t, cli)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	const capacity, waiters = 6, 6
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: capacity})
+	dying := testkit.Session(t, cli, 30*time.Second)
+	for range capacity {
+		mustClaim(t, ctx, c, dying, "p")
+	}
+	got := make([]<-chan *coordinator.Claim, waiters)
+	for i := range got {
+		got[i] = claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+		waitQueued(t, c, "p", i+1)
+	}
+	if _, err := cli.Revoke(ctx, dying.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	last := int64(0)
+	for i := range capacity {
+		select {
+		case cl := <-got[i]:
+			if cl == nil {
+				t.FailNow() // claimWaiting reported its error
+			}
+			if cl.Token() < last {
+				t.Fatalf("waiter %d granted at revision %d, before waiter %d at %d", i, cl.Token(), i-1, last)
+			}
+			last = cl.Token()
+		case <-ctx.Done():
+			t.Fatalf("waiter %d was not granted", i)
+		}
+	}
 }

@@ -183,6 +183,14 @@ func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req c
 		return nil, resp, nil
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		return nil, nil, s.lostErr()
+	case errors.Is(err, rpctypes.ErrTooManyOps) && len(p.grants) > 0:
+		// etcd refused the chain of grants (its --max-txn-ops is set below
+		// maxTxnOps, grant.go), and so applied nothing: the head claims
+		// alone, and the next head grants the waiters behind it.
+		c.log.Warn("etcd refused the grants behind the head as too many operations; claiming alone (is etcd's --max-txn-ops below 128?)",
+			"pool", pool, "err", err)
+		p.grants = nil
+		return c.commit(ctx, s, pool, req, p)
 	}
 	p.probe = false // resolve reads the whole pool
 	return c.resolve(ctx, s, pool, req, err)

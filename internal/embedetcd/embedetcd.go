@@ -46,6 +46,9 @@ type Config struct {
 	// deleted keys of earlier claims, so history must not grow unbounded.
 	// Default 5m (as Kubernetes compacts); negative disables it.
 	Compaction time.Duration
+	// MaxTxnOps is etcd's --max-txn-ops; 0 keeps etcd's default, 128.
+	// For tests of a server set lower.
+	MaxTxnOps uint
 }
 
 // DefaultCompaction is the default Config.Compaction.
@@ -172,6 +175,9 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
+	if cfg.MaxTxnOps > 0 {
+		ec.MaxTxnOps = cfg.MaxTxnOps
+	}
 	if c := cfg.Compaction; c >= 0 {
 		if c == 0 {
 			c = DefaultCompaction
