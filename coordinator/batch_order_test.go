@@ -110,11 +110,7 @@ func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 	c := testkit.Coordinator(t, cli)
 	ctx := testkit.Ctx(t, 60*time.Second)
 	const capacity, waiters = 6, 6
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: capacity})
-	dying := testkit.Session(t, cli, 30*time.Second)
-	for range capacity {
-		mustClaim(t, ctx, c, dying, "p")
-	}
+	dying := fullPool(t, ctx, c, cli, capacity)
 	got := make([]<-chan *coordinator.Claim, waiters)
 	for i := range got {
 		got[i] = claimWaiting(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
@@ -138,4 +134,17 @@ func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 			t.Fatalf("waiter %d was not granted", i)
 		}
 	}
+}
+
+// fullPool creates pool "p" of capacity seats on c and fills it with
+// claims of one session, which it returns: revoking its lease frees every
+// seat in one revision.
+func fullPool(t *testing.T, ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, capacity int) *coordinator.Session {
+	t.Helper()
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: capacity})
+	dying := testkit.Session(t, cli, 30*time.Second)
+	for range capacity {
+		mustClaim(t, ctx, c, dying, "p")
+	}
+	return dying
 }

@@ -27,11 +27,7 @@ func TestFreedSeatsAreGrantedTogether(t *testing.T) {
 	c, cli := newCoord(t, coordinator.WithMetrics(m))
 	ctx := testkit.Ctx(t, 60*time.Second)
 	const capacity, waiters = 6, 9
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: capacity})
-	dying := testkit.Session(t, cli, 10*time.Second)
-	for range capacity {
-		mustClaim(t, ctx, c, dying, "p")
-	}
+	dying := fullPool(t, ctx, c, cli, capacity)
 	granted := make(chan int, waiters)
 	var wg sync.WaitGroup
 	for i := range waiters {
