@@ -48,7 +48,8 @@ const maxGrants = 16
 // another may count only what its parents leave (checkTxnRequest): so the
 // counts along a chain of grants add up. A batch stops before a grant that
 // would take them past this. (A server set to a lower limit refuses the
-// larger batches; the default is assumed.)
+// longer chains, having applied nothing: the head then claims alone, see
+// commit in claim.go.)
 const maxTxnOps = 128
 
 // maxElseOps is the most a claim txn's Else reads (probeOps).
