@@ -2,12 +2,14 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
@@ -99,17 +101,28 @@ func grantsBehind(r *pb.TxnRequest) bool {
 // TestGrantsOnLowMaxTxnOps: on an etcd whose --max-txn-ops is set below
 // the default the head's chain of grants is cut to (128), etcd refuses the
 // head's txn as too many operations, having applied nothing. The head must
-// then claim alone, and every waiter still be granted in queue order.
+// then claim alone, and every waiter still be granted in queue order. And
+// only the first heads may pay for a refused txn: the Coordinator chains
+// fewer grants from then on. (At 16 ops, each head sent a refused chain
+// until 2 waiters were left behind it: 9 refusals for 12 waiters.)
 func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cli := testkit.Client(t, srv.ClientURL())
+	var refused atomic.Int32
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if errors.Is(rpctypes.Error(err), rpctypes.ErrTooManyOps) {
+			refused.Add(1)
+		}
+		return err
+	}
+	cli := newObservedClient(t, srv.ClientURL(), ic)
 	c := testkit.Coordinator(t, cli)
 	ctx := testkit.Ctx(t, 60*time.Second)
-	const capacity, waiters = 6, 6
+	const capacity, waiters = 12, 12
 	dying := fullPool(t, ctx, c, cli, capacity)
 	got := make([]<-chan *coordinator.Claim, waiters)
 	for i := range got {
@@ -134,6 +147,10 @@ func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 			t.Fatalf("waiter %d was not granted", i)
 		}
 	}
+	if n := refused.Load(); n == 0 || n > 4 {
+		t.Fatalf("etcd refused %d head txns as too many operations; want 1 to 4 (the chain shortens after each)", n)
+	}
+	t.Logf("%d head txns refused", refused.Load())
 }
 
 // fullPool creates pool "p" of capacity seats on c and fills it with

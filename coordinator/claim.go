@@ -186,9 +186,12 @@ func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req c
 	case errors.Is(err, rpctypes.ErrTooManyOps) && len(p.grants) > 0:
 		// etcd refused the chain of grants (its --max-txn-ops is set below
 		// maxTxnOps, grant.go), and so applied nothing: the head claims
-		// alone, and the next head grants the waiters behind it.
-		c.log.Warn("etcd refused the grants behind the head as too many operations; claiming alone (is etcd's --max-txn-ops below 128?)",
-			"pool", pool, "err", err)
+		// alone, the next head grants the waiters behind it, and chains
+		// carry fewer grants from now on (chainLimit).
+		if c.refusedChain(p.chainOps, p.ownOps) {
+			c.log.Warn("etcd refused the grants behind the head as too many operations; claiming alone, and chaining fewer grants from now on (is etcd's --max-txn-ops below 128?)",
+				"pool", pool, "ops", p.chainOps, "limit", c.chainLimit(), "err", err)
+		}
 		p.grants = nil
 		return c.commit(ctx, s, pool, req, p)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -23,6 +24,10 @@ type Coordinator struct {
 	mu     sync.Mutex
 	states map[string]*sharedState
 	feeds  map[string]*poolFeed // pools this process follows (feed.go)
+
+	// txnLimit is chainLimit's, once etcd refused a chain of grants; 0
+	// until then (grant.go).
+	txnLimit atomic.Int64
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc

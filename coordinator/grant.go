@@ -47,9 +47,10 @@ const maxGrants = 16
 // largest of its compares, its Then and its Else, and a txn nested in
 // another may count only what its parents leave (checkTxnRequest): so the
 // counts along a chain of grants add up. A batch stops before a grant that
-// would take them past this. (A server set to a lower limit refuses the
-// longer chains, having applied nothing: the head then claims alone, see
-// commit in claim.go.)
+// would take them past this. A server set to a lower limit refuses the
+// longer chains, having applied nothing: the head then claims alone, and
+// the Coordinator chains fewer grants from then on (chainLimit), so only
+// the first few heads pay for a refused txn.
 const maxTxnOps = 128
 
 // maxElseOps is the most a claim txn's Else reads (probeOps).
@@ -59,24 +60,27 @@ const maxElseOps = probeTenant + 1
 // Else of at most maxElseOps.
 func txnOps(cmps, then int) int { return max(cmps, then, maxElseOps) }
 
-// planBatch plans the head's claim and grants for the waiters behind it.
-// It marks in s what the plans take, so s must be a private snapshot that
-// the caller reloads when the txn fails.
-func (s *poolState) planBatch(head claimRequest) (*claimPlan, error) {
+// planBatch plans the head's claim and grants for the waiters behind it,
+// within limit operations along the chain (chainLimit). It marks in s
+// what the plans take, so s must be a private snapshot that the caller
+// reloads when the txn fails.
+func (s *poolState) planBatch(head claimRequest, limit int) (*claimPlan, error) {
 	p, err := s.plan(head)
 	if err != nil {
 		return nil, err
 	}
-	s.grantBehind(p)
+	s.grantBehind(p, limit)
 	return p, nil
 }
 
 // grantBehind adds to p, the head's claim planned on s, the grants for the
-// waiters behind it (planBatch).
-func (s *poolState) grantBehind(p *claimPlan) {
+// waiters behind it (planBatch), and sets p.ownOps and p.chainOps.
+func (s *poolState) grantBehind(p *claimPlan, limit int) {
 	s.assume(p)
 	var gs []*claimPlan
-	left := maxTxnOps - txnOps(len(p.cmps), len(p.ops)+1) // +1: the chain
+	p.ownOps = txnOps(len(p.cmps), len(p.ops)+1) // +1: the chain
+	left := limit - p.ownOps
+	defer func() { p.chainOps = limit - left }()
 	for _, kv := range s.waiters() {
 		if len(gs) == maxGrants {
 			break
@@ -92,9 +96,11 @@ func (s *poolState) grantBehind(p *claimPlan) {
 		if err != nil {
 			break
 		}
-		if left -= max(len(g.cmps), len(g.ops)+1); left < 0 {
+		cost := max(len(g.cmps), len(g.ops)+1)
+		if cost > left {
 			break // the next head grants it
 		}
+		left -= cost
 		s.assume(g)
 		gs = append(gs, g)
 	}
@@ -218,4 +224,34 @@ func (c *Coordinator) dropWaiter(ctx context.Context, s *Session, pool string, r
 		return err
 	}
 	return nil
+}
+
+// chainLimit is the most operations a head's txn may count along its
+// chain of grants: maxTxnOps, or less once etcd has refused a chain as too
+// many operations (its --max-txn-ops set lower than ours). We are not told
+// etcd's limit, so each refusal halves the grants' share of the refused
+// count: a few refusals find a chain etcd takes, at the price of chaining
+// up to half the grants it would take. It is lowered only by a chain that
+// carried grants, so a head alone is never held back: with no room left,
+// it grants none.
+func (c *Coordinator) chainLimit() int {
+	if n := c.txnLimit.Load(); n > 0 {
+		return int(n)
+	}
+	return maxTxnOps
+}
+
+// refusedChain records that etcd refused a chain counting ops operations,
+// own of them the head's, and reports whether that lowered chainLimit.
+func (c *Coordinator) refusedChain(ops, own int) bool {
+	limit := int64(own + (ops-own)/2)
+	for {
+		cur := c.txnLimit.Load()
+		if ops <= own || (cur > 0 && cur <= limit) {
+			return false
+		}
+		if c.txnLimit.CompareAndSwap(cur, limit) {
+			return true
+		}
+	}
 }

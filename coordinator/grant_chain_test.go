@@ -44,7 +44,7 @@ func TestBatchChainFitsTxnLimit(t *testing.T) {
 				t.Fatal("the head's queue key does not decode")
 			}
 			head.granted = false
-			p, err := st.planBatch(head)
+			p, err := st.planBatch(head, maxTxnOps)
 			if err != nil {
 				t.Fatal(err)
 			}

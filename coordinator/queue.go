@@ -317,7 +317,7 @@ func (h *headTurn) look(live *poolState) func(context.Context) (bool, error) {
 // nil) when it should keep waiting, having reported why to w. st must be
 // the head's own copy.
 func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req claimRequest, st *poolState, p *claimPlan, w *waitTracker) (*Claim, error) {
-	st.grantBehind(p)
+	st.grantBehind(p, c.chainLimit())
 	for {
 		cl, resp, err := c.commit(ctx, s, pool, req, p)
 		if err != nil || cl != nil {
@@ -327,7 +327,7 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 		if g := st.grantOf(queueName(req.lease, req.nonce)); g != nil {
 			return c.fromGrant(s, pool, g) // granted by a head before us
 		}
-		if p, err = st.planBatch(req); err != nil {
+		if p, err = st.planBatch(req, c.chainLimit()); err != nil {
 			return nil, c.headRefused(ctx, s, pool, err, req.opts, w)
 		}
 	}
