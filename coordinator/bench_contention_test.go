@@ -74,22 +74,24 @@ func benchContention(b *testing.B, hold time.Duration, compact bool, processes i
 	// warm up, as in any long-running service.
 	rawContention(b, cli, sessions, hold, -1)
 	poolContention(b, cs, sessions, hold)
-	minRatio, sum := 1e9, 0.0
+	minRatio, sum, maxGap := 1e9, 0.0, time.Duration(0)
 	b.ResetTimer()
 	for round := range b.N {
 		raw := rawContention(b, cli, sessions, hold, round)
-		pool := poolContention(b, cs, sessions, hold)
+		pool, gap := poolContention(b, cs, sessions, hold)
 		if compact {
 			b.StopTimer()
 			etcdtest.Compact(b, cli)
 			b.StartTimer()
 		}
 		ratio := pool / raw
-		b.Logf("round %d: raw %.0f cycles/s, etcdpool %.0f grants/s, ratio %.2f", round, raw, pool, ratio)
-		minRatio, sum = min(minRatio, ratio), sum+ratio
+		b.Logf("round %d: raw %.0f cycles/s, etcdpool %.0f grants/s, ratio %.2f, longest gap between grants %v",
+			round, raw, pool, ratio, gap.Round(time.Microsecond))
+		minRatio, sum, maxGap = min(minRatio, ratio), sum+ratio, max(maxGap, gap)
 	}
 	b.StopTimer()
 	_ = ctx
+	b.ReportMetric(float64(maxGap.Microseconds())/1000, "max-grant-gap-ms")
 	b.ReportMetric(minRatio, "ratio-min")
 	b.ReportMetric(sum/float64(b.N), "ratio-mean")
 }
@@ -122,12 +124,23 @@ func rawContention(b *testing.B, cli *clientv3.Client, sessions []*coordinator.S
 	return float64(n.Load()) / roundTime.Seconds()
 }
 
-// poolContention runs claim/hold/release for one round and returns grants/s;
-// contender i claims through cs[i%len(cs)] with sessions[i]. The round
-// ends by cancelling every claim in flight.
-func poolContention(b testing.TB, cs []*coordinator.Coordinator, sessions []*coordinator.Session, hold time.Duration) float64 {
+// poolContention runs claim/hold/release for one round and returns grants/s
+// and the longest time without a grant, from the round's start to its
+// end: with 64 contenders on 16 seats a grant comes every millisecond or
+// two, so a long gap is seats sitting idle while claimants wait. Contender
+// i claims through cs[i%len(cs)] with sessions[i]. The round ends by
+// cancelling every claim in flight.
+func poolContention(b testing.TB, cs []*coordinator.Coordinator, sessions []*coordinator.Session, hold time.Duration) (float64, time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTime)
 	defer cancel()
+	var mu sync.Mutex
+	last, gap := time.Now(), time.Duration(0)
+	granted := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		last, gap = now, max(gap, now.Sub(last))
+	}
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	for i, s := range sessions {
@@ -143,6 +156,7 @@ func poolContention(b testing.TB, cs []*coordinator.Coordinator, sessions []*coo
 					}
 					return
 				}
+				granted()
 				time.Sleep(hold)
 				if err := cl.Release(context.Background()); err != nil {
 					b.Error(err)
@@ -155,5 +169,6 @@ func poolContention(b testing.TB, cs []*coordinator.Coordinator, sessions []*coo
 		}()
 	}
 	wg.Wait()
-	return float64(n.Load()) / roundTime.Seconds()
+	end, _ := ctx.Deadline()
+	return float64(n.Load()) / roundTime.Seconds(), max(gap, end.Sub(last))
 }

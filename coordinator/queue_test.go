@@ -451,7 +451,7 @@ func TestCancelledRoundsLeaveNothing(t *testing.T) {
 		sessions[i] = testkit.Session(t, cli, 30*time.Second)
 	}
 	for round := range 4 {
-		rate := poolContention(t, []*coordinator.Coordinator{c}, sessions, 0)
+		rate, _ := poolContention(t, []*coordinator.Coordinator{c}, sessions, 0)
 		t.Logf("round %d: %.0f grants/s", round, rate)
 		if rate == 0 {
 			t.Fatalf("round %d granted nothing: the rounds before left the pool blocked", round)
