@@ -136,6 +136,14 @@ func p50(d []time.Duration) time.Duration {
 // holder's process learns of it from the feed its claim started
 // (keepFeed).
 //
+// The release is timed in even rounds. In odd rounds a raw txn is timed
+// in its place, after the very same steps (the waiter queued, the loop
+// that waits to see its key, the pause), and the release follows untimed:
+// ratio-vs-raw-in-place compares the two. What ran in the milliseconds
+// before a txn moves its latency as much as the txn's own shape does (see
+// README, Performance), and this is the one raw txn whose past is the
+// release's own.
+//
 // It also times a hand-over written on raw etcd: a txn that deletes the
 // holder's key, fenced by its create revision, and puts the next holder's,
 // from the call until a watch on the next holder's key delivers it; the
@@ -174,7 +182,7 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 		sessions = append(sessions, testkit.Session(b, cli2, 30*time.Second))
 		watcher = cli2
 	}
-	var raw, warm, handover, fromCommit, fromCall []time.Duration
+	var raw, warm, handover, inPlace, fromCommit, fromCall []time.Duration
 	delivered := watchPuts(b, watcher, "/rawho/next/")
 	var holder *coordinator.Claim
 	var holderOf *coordinator.Coordinator // fresh-holder: the holder's own
@@ -213,13 +221,20 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(2 * time.Millisecond) // let the head's watch settle
+		if i%2 == 1 {
+			// In place of the release, timed: a raw txn after the very
+			// same steps. The release follows, not timed.
+			inPlace = append(inPlace, rawTxn(b, cli, fmt.Sprintf("/raw/%d/in-place", i), s.Lease()))
+		}
 		t0 := time.Now()
 		if err := holder.Release(ctx); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
 		t2 := <-granted
-		fromCall, fromCommit = append(fromCall, t2.Sub(t0)), append(fromCommit, max(t2.Sub(t1), 0))
+		if i%2 == 0 {
+			fromCall, fromCommit = append(fromCall, t2.Sub(t0)), append(fromCommit, max(t2.Sub(t1), 0))
+		}
 		holder = next
 		// The raw txn starts as the release did: after the same 2 ms pause.
 		// A txn sent to an idle process and server pays for waking them
@@ -252,6 +267,10 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 	b.ReportMetric(float64(p50(fromCall))/float64(p50(warm)), "ratio-from-call-vs-warm")
 	b.ReportMetric(float64(p50(handover).Microseconds()), "raw-handover-p50-µs")
 	b.ReportMetric(float64(p50(fromCall))/float64(p50(handover)), "ratio-vs-raw-handover")
+	if len(inPlace) > 0 {
+		b.ReportMetric(float64(p50(inPlace).Microseconds()), "raw-in-place-p50-µs")
+		b.ReportMetric(float64(p50(fromCall))/float64(p50(inPlace)), "ratio-vs-raw-in-place")
+	}
 }
 
 // watchPuts watches prefix and sends the time each put under it arrives.
