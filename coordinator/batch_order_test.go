@@ -153,6 +153,43 @@ func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 	t.Logf("%d head txns refused", refused.Load())
 }
 
+// TestRefusedHandoffReleasesAlone: a release that hands its seat to the
+// first waiter carries that waiter's grant, one compare more than a claim.
+// On an etcd whose --max-txn-ops admits the claims of a tenant-limited pool
+// (8) but not that hand-off, etcd refuses it, having applied nothing: the
+// release must go again alone at once, not back off and retry as if its
+// answer were lost, and the waiter then claims the seat.
+func TestRefusedHandoffReleasesAlone(t *testing.T) {
+	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cli := testkit.Client(t, srv.ClientURL())
+	refused := make(chan struct{}, 1)
+	m := &countingMetrics{}
+	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m), coordinator.WithLogger(signalLogger("refused a hand-off", refused)))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimit: 1})
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("a"))
+	waited := waitingClaim(ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("b"))
+	waitQueued(t, c, "p", 1)
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-refused:
+	default:
+		t.Fatal("etcd took the hand-off: this test needs a limit that refuses it")
+	}
+	if n := m.releaseRetries.Load(); n != 0 {
+		t.Fatalf("the release retried %d times after etcd refused its hand-off; want it sent again alone at once", n)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+}
+
 // fullPool creates pool "p" of capacity seats on c and fills it with
 // claims of one session, which it returns: revoking its lease frees every
 // seat in one revision.

@@ -121,3 +121,44 @@ func TestWatchRefusedIsLogged(t *testing.T) {
 			strings.Contains(logs.String(), "permission denied")
 	})
 }
+
+// TestReleaseDeniedEndsAtOnce: a holder whose etcd role lost its write
+// permission gets the permission error from Release at once, and keeps the
+// seat (nothing applied); it did retry until its ctx ended, as if the
+// error were a lost connection. Once the permission is back, the release
+// goes through.
+func TestReleaseDeniedEndsAtOnce(t *testing.T) {
+	cl, root, rc := authPool(t, "claimant", clientv3.PermissionType(clientv3.PermReadWrite))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	cli := etcdtest.UserClient(t, cl.Endpoints(), "claimant", "pw")
+	c := testkit.Coordinator(t, cli)
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "gpu")
+
+	prefix, end := rc.Prefix()+"/pools/", clientv3.GetPrefixRangeEnd(rc.Prefix()+"/pools/")
+	grant := func(perm clientv3.PermissionType) {
+		t.Helper()
+		if _, err := root.RoleGrantPermission(ctx, "claimant", prefix, end, perm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant(clientv3.PermissionType(clientv3.PermRead)) // replaces read-write
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := held.Release(rctx)
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("Release: %v, want permission denied", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("permission denied took %v to surface from Release", d)
+	}
+	seats, err := rc.Seats(ctx, "gpu")
+	if err != nil || len(seats) != 1 || seats[0].Token != held.Token() {
+		t.Fatalf("after the refused release: seats %+v, %v; want the seat still held under token %d", seats, err, held.Token())
+	}
+
+	grant(clientv3.PermissionType(clientv3.PermReadWrite))
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("Release once the permission is back: %v", err)
+	}
+}

@@ -19,11 +19,18 @@ import (
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
-// countingMetrics counts claim txns and grants.
+// countingMetrics counts claim txns, grants and release retries.
 type countingMetrics struct {
 	coordinator.NoopMetrics
-	txns, grants atomic.Int64
-	lost         sync.Map // reason -> *atomic.Int64
+	txns, grants   atomic.Int64
+	releaseRetries atomic.Int64
+	lost           sync.Map // reason -> *atomic.Int64
+}
+
+func (m *countingMetrics) Retry(_, op string, _ time.Duration) {
+	if op == coordinator.RetryRelease {
+		m.releaseRetries.Add(1)
+	}
 }
 
 func (m *countingMetrics) ClaimTxn(string) { m.txns.Add(1) }

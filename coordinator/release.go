@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // heldSeat names the keys of a held seat: what a release deletes.
@@ -67,7 +70,9 @@ func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
 // frees a newer holder's seat. It returns nil when it freed the seat and
 // ErrNotHeld when the seat was already gone (released before, expired,
 // force-released). ctx bounds the call; an ambiguous failure is retried
-// until ctx is done, which is safe because the release is idempotent.
+// until ctx is done, which is safe because the release is idempotent. A
+// refusal that retrying cannot pass (permission denied) is returned at
+// once: nothing applied, and the seat is still held.
 //
 // When this process knows of claimants waiting on the pool, the same
 // transaction hands the seat to the first of them that may take it (see
@@ -111,6 +116,17 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 		case err == nil:
 			cl.classify(ctx) // tell Err why the seat was already gone
 			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
+		case errors.Is(err, rpctypes.ErrTooManyOps) && next != nil:
+			// etcd refused the hand-off's compares and writes as too many
+			// (its --max-txn-ops set that low), having applied nothing:
+			// the release alone is smaller.
+			c.log.Warn("etcd refused a hand-off as too many operations; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
+			next = nil
+			continue
+		case etcdclient.IsPermanent(err):
+			// Refused, not lost (permission denied, say): nothing applied,
+			// the seat is still held, and retrying cannot pass.
+			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
 		}
 		lost, next = true, nil // whether or not it applied, the retry is the release alone
 		if !c.pause(ctx, nil, b, cl.pool, RetryRelease, err) {
