@@ -72,7 +72,8 @@ func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
 // force-released). ctx bounds the call; an ambiguous failure is retried
 // until ctx is done, which is safe because the release is idempotent. A
 // refusal that retrying cannot pass (permission denied) is returned at
-// once: nothing applied, and the seat is still held.
+// once: that try applied nothing, so the seat is still held, unless an
+// earlier try whose answer was lost had released it.
 //
 // When this process knows of claimants waiting on the pool, the same
 // transaction hands the seat to the first of them that may take it (see
@@ -124,8 +125,8 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			next = nil
 			continue
 		case etcdclient.IsPermanent(err):
-			// Refused, not lost (permission denied, say): nothing applied,
-			// the seat is still held, and retrying cannot pass.
+			// Refused, not lost (permission denied, say): this try applied
+			// nothing, and retrying cannot pass.
 			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
 		}
 		lost, next = true, nil // whether or not it applied, the retry is the release alone
