@@ -172,8 +172,11 @@ func TestRefusedHandoffReleasesAlone(t *testing.T) {
 	ctx := testkit.Ctx(t, 30*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimit: 1})
 	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("a"))
-	waited := waitingClaim(ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("b"))
-	waitQueued(t, c, "p", 1)
+	ws := testkit.Session(t, cli, 30*time.Second)
+	waited := waitingClaim(ctx, c, ws, "p", coordinator.WithTenant("b"))
+	testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
+		return coordinator.FeedSynced(c, "p") && coordinator.ViewsWaiter(c, "p", ws.Lease())
+	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

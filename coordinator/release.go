@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
@@ -117,13 +116,16 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 		case err == nil:
 			cl.classify(ctx) // tell Err why the seat was already gone
 			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
-		case errors.Is(err, rpctypes.ErrTooManyOps) && next != nil:
-			// etcd refused the hand-off's compares and writes as too many
-			// (its --max-txn-ops set that low), having applied nothing:
-			// the release alone is smaller.
-			c.log.Warn("etcd refused a hand-off as too many operations; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
+		case etcdclient.IsPermanent(err) && next != nil:
+			// etcd refused the txn, having applied nothing, perhaps for
+			// what the hand-off added (too many operations for its
+			// --max-txn-ops, say): the release alone tells.
+			c.log.Warn("etcd refused a hand-off; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
 			next = nil
 			continue
+		case etcdclient.IsPermanent(err) && lost:
+			return fmt.Errorf("coordinator: release pool %q seat %d: an earlier try's answer was lost, and it may have released the seat: %w",
+				cl.pool, cl.seat, err)
 		case etcdclient.IsPermanent(err):
 			// Refused, not lost (permission denied, say): this try applied
 			// nothing, and retrying cannot pass.
