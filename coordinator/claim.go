@@ -188,7 +188,7 @@ func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req c
 		// maxTxnOps, grant.go), and so applied nothing: the head claims
 		// alone, the next head grants the waiters behind it, and chains
 		// carry fewer grants from now on (chainLimit).
-		if c.refusedChain(p.chainOps, p.ownOps) {
+		if c.refusedChain(p.chainOps, p.ownOps()) {
 			c.log.Warn("etcd refused the grants behind the head as too many operations; claiming alone, and chaining fewer grants from now on (is etcd's --max-txn-ops below 128?)",
 				"pool", pool, "ops", p.chainOps, "limit", c.chainLimit(), "err", err)
 		}

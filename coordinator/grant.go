@@ -74,13 +74,11 @@ func (s *poolState) planBatch(head claimRequest, limit int) (*claimPlan, error) 
 }
 
 // grantBehind adds to p, the head's claim planned on s, the grants for the
-// waiters behind it (planBatch), and sets p.ownOps and p.chainOps.
+// waiters behind it (planBatch), and sets p.chainOps.
 func (s *poolState) grantBehind(p *claimPlan, limit int) {
 	s.assume(p)
 	var gs []*claimPlan
-	p.ownOps = txnOps(len(p.cmps), len(p.ops)+1) // +1: the chain
-	left := limit - p.ownOps
-	defer func() { p.chainOps = limit - left }()
+	left := limit - p.ownOps()
 	for _, kv := range s.waiters() {
 		if len(gs) == maxGrants {
 			break
@@ -104,8 +102,11 @@ func (s *poolState) grantBehind(p *claimPlan, limit int) {
 		s.assume(g)
 		gs = append(gs, g)
 	}
-	p.grants = chain(gs)
+	p.grants, p.chainOps = chain(gs), limit-left
 }
+
+// ownOps is what the head's own claim counts along its chain of grants.
+func (p *claimPlan) ownOps() int { return txnOps(len(p.cmps), len(p.ops)+1) } // +1: the chain
 
 // chain nests the grants gs, in order, each in the Then of the one before
 // it, and returns the outermost (nil for none).
@@ -244,10 +245,13 @@ func (c *Coordinator) chainLimit() int {
 // refusedChain records that etcd refused a chain counting ops operations,
 // own of them the head's, and reports whether that lowered chainLimit.
 func (c *Coordinator) refusedChain(ops, own int) bool {
+	if ops <= own {
+		return false // no grants: nothing to halve
+	}
 	limit := int64(own + (ops-own)/2)
 	for {
 		cur := c.txnLimit.Load()
-		if ops <= own || (cur > 0 && cur <= limit) {
+		if cur > 0 && cur <= limit {
 			return false
 		}
 		if c.txnLimit.CompareAndSwap(cur, limit) {

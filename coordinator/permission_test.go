@@ -5,11 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
@@ -160,5 +163,46 @@ func TestReleaseDeniedEndsAtOnce(t *testing.T) {
 	grant(clientv3.PermissionType(clientv3.PermReadWrite))
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release once the permission is back: %v", err)
+	}
+}
+
+// TestReleaseDeniedAfterLostAnswerSaysSo: a release whose first answer is
+// lost (here the txn applies, the role loses its write permission, and
+// the client is told the deadline passed) is retried, and the retry is
+// refused. The refusal must end the release at once and say that the
+// earlier try may have released the seat (it did), not claim the seat is
+// still held.
+func TestReleaseDeniedAfterLostAnswerSaysSo(t *testing.T) {
+	cl, root, rc := authPool(t, "claimant", clientv3.PermissionType(clientv3.PermReadWrite))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	prefix := rc.Prefix() + "/pools/"
+	var armed atomic.Bool
+	ic := func(ictx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ictx, method, req, reply, cc, opts...)
+		if _, ok := req.(*pb.TxnRequest); ok && err == nil && armed.CompareAndSwap(true, false) {
+			if _, err := root.RoleGrantPermission(ctx, "claimant", prefix, clientv3.GetPrefixRangeEnd(prefix),
+				clientv3.PermissionType(clientv3.PermRead)); err != nil {
+				t.Error(err)
+			}
+			return context.DeadlineExceeded // the answer is lost
+		}
+		return err
+	}
+	cli := etcdtest.UserClient(t, cl.Endpoints(), "claimant", "pw", grpc.WithChainUnaryInterceptor(ic))
+	c := testkit.Coordinator(t, cli)
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "gpu")
+	armed.Store(true)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := held.Release(rctx)
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) || !strings.Contains(err.Error(), "may have released the seat") {
+		t.Fatalf("Release: %v; want permission denied, saying the lost try may have released the seat", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("permission denied took %v to surface from Release", d)
+	}
+	if seats, err := rc.Seats(ctx, "gpu"); err != nil || len(seats) != 0 {
+		t.Fatalf("seats %+v, %v; want none: the first try released it", seats, err)
 	}
 }

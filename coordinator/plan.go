@@ -53,9 +53,8 @@ type claimPlan struct {
 	// waiters behind it in the same transaction (see grant.go).
 	grants []clientv3.Op
 	// chainOps is what the txn counts against etcd's --max-txn-ops along
-	// that chain, ownOps the part of it that is the head's own claim
-	// (grantBehind); 0 before grants are planned.
-	chainOps, ownOps int
+	// that chain (grantBehind); 0 before grants are planned.
+	chainOps int
 	// aimed says the plan's seat is counted in sharedState.aiming until
 	// its txn returns.
 	aimed bool

@@ -116,19 +116,20 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 		case err == nil:
 			cl.classify(ctx) // tell Err why the seat was already gone
 			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
-		case etcdclient.IsPermanent(err) && next != nil:
-			// etcd refused the txn, having applied nothing, perhaps for
-			// what the hand-off added (too many operations for its
-			// --max-txn-ops, say): the release alone tells.
-			c.log.Warn("etcd refused a hand-off; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
-			next = nil
-			continue
-		case etcdclient.IsPermanent(err) && lost:
-			return fmt.Errorf("coordinator: release pool %q seat %d: an earlier try's answer was lost, and it may have released the seat: %w",
-				cl.pool, cl.seat, err)
 		case etcdclient.IsPermanent(err):
 			// Refused, not lost (permission denied, say): this try applied
-			// nothing, and retrying cannot pass.
+			// nothing. If it carried a hand-off, the refusal may be of
+			// what the hand-off added (too many operations for etcd's
+			// --max-txn-ops): the release alone tells. Else retrying
+			// cannot pass.
+			if next != nil {
+				c.log.Warn("etcd refused a hand-off; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
+				next = nil
+				continue
+			}
+			if lost {
+				err = fmt.Errorf("an earlier try's answer was lost, and it may have released the seat: %w", err)
+			}
 			return fmt.Errorf("coordinator: release pool %q seat %d: %w", cl.pool, cl.seat, err)
 		}
 		lost, next = true, nil // whether or not it applied, the retry is the release alone

@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // RootPassword is the password EnableAuth gives user root.
@@ -51,12 +52,12 @@ func AddUser(t testing.TB, root *clientv3.Client, user, password string, roles .
 	}
 }
 
-// UserClient returns a client logged in as user, closed when the test
-// ends.
-func UserClient(t testing.TB, endpoints []string, user, password string) *clientv3.Client {
+// UserClient returns a client logged in as user, dialled with opts (an
+// interceptor, say), closed when the test ends.
+func UserClient(t testing.TB, endpoints []string, user, password string, opts ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		Username: user, Password: password, Logger: zap.NewNop()})
+		Username: user, Password: password, Logger: zap.NewNop(), DialOptions: opts})
 	if err != nil {
 		t.Fatalf("etcdtest: client for %s: %v", user, err)
 	}
