@@ -158,38 +158,56 @@ func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 // On an etcd whose --max-txn-ops admits the claims of a tenant-limited pool
 // (8) but not that hand-off, etcd refuses it, having applied nothing: the
 // release must go again alone at once, not back off and retry as if its
-// answer were lost, and the waiter then claims the seat.
+// answer were lost, and the waiter then claims the seat. The Coordinator
+// remembers the refusal: the next release of the same shape goes alone at
+// once, without a refused txn first.
 func TestRefusedHandoffReleasesAlone(t *testing.T) {
 	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cli := testkit.Client(t, srv.ClientURL())
-	refused := make(chan struct{}, 1)
+	var refusals atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if _, ok := req.(*pb.TxnRequest); ok && errors.Is(rpctypes.Error(err), rpctypes.ErrTooManyOps) {
+			refusals.Add(1)
+		}
+		return err
+	}
+	cli := newDialedClient(t, srv.ClientURL(), grpc.WithChainUnaryInterceptor(count))
 	m := &countingMetrics{}
-	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m), coordinator.WithLogger(signalLogger("refused a hand-off", refused)))
+	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m))
 	ctx := testkit.Ctx(t, 30*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimit: 1})
-	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("a"))
-	ws := testkit.Session(t, cli, 30*time.Second)
-	waited := waitingClaim(ctx, c, ws, "p", coordinator.WithTenant("b"))
-	testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
-		return coordinator.FeedSynced(c, "p") && coordinator.ViewsWaiter(c, "p", ws.Lease())
-	})
-	if err := held.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	select {
-	case <-refused:
-	default:
-		t.Fatal("etcd took the hand-off: this test needs a limit that refuses it")
-	}
-	if n := m.releaseRetries.Load(); n != 0 {
-		t.Fatalf("the release retried %d times after etcd refused its hand-off; want it sent again alone at once", n)
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("the waiter: %v", err)
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("t0"))
+	for round := 1; round <= 2; round++ {
+		ws := testkit.Session(t, cli, 30*time.Second)
+		next := make(chan *coordinator.Claim, 1)
+		go func() {
+			cl, err := c.Claim(ctx, ws, "p", coordinator.WithWait(), coordinator.WithTenant(fmt.Sprintf("t%d", round)))
+			if err != nil {
+				t.Errorf("round %d: the waiter: %v", round, err)
+			}
+			next <- cl
+		}()
+		testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
+			return coordinator.FeedSynced(c, "p") && coordinator.ViewsWaiter(c, "p", ws.Lease())
+		})
+		if err := held.Release(ctx); err != nil {
+			t.Fatalf("round %d: Release: %v", round, err)
+		}
+		// Round 1 plans a hand-off, which etcd refuses; round 2 must not
+		// send one of the same shape again.
+		if n := refusals.Load(); n != 1 {
+			t.Fatalf("round %d: etcd refused %d txns as too many operations; want 1 (the first hand-off)", round, n)
+		}
+		if n := m.releaseRetries.Load(); n != 0 {
+			t.Fatalf("round %d: the release retried %d times after etcd refused its hand-off; want it sent again alone at once", round, n)
+		}
+		if held = <-next; held == nil {
+			t.FailNow()
+		}
 	}
 }
 

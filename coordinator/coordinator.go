@@ -28,6 +28,9 @@ type Coordinator struct {
 	// txnLimit is chainLimit's, once etcd refused a chain of grants; 0
 	// until then (grant.go).
 	txnLimit atomic.Int64
+	// handoffOps is the count of the smallest release txn with a hand-off
+	// that etcd refused as too many operations; 0 until then (handoff.go).
+	handoffOps atomic.Int64
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc

@@ -60,6 +60,19 @@ const maxElseOps = probeTenant + 1
 // Else of at most maxElseOps.
 func txnOps(cmps, then int) int { return max(cmps, then, maxElseOps) }
 
+// txnCount is what etcd counts against its --max-txn-ops for a txn of
+// cmps, then and els (checkTxnRequest): the largest of the three, plus
+// the most that any txn nested in its branches counts.
+func txnCount(cmps []clientv3.Cmp, then, els []clientv3.Op) int {
+	nested := 0
+	for _, op := range append(then[:len(then):len(then)], els...) {
+		if op.IsTxn() {
+			nested = max(nested, txnCount(op.Txn()))
+		}
+	}
+	return max(len(cmps), len(then), len(els)) + nested
+}
+
 // planBatch plans the head's claim and grants for the waiters behind it,
 // within limit operations along the chain (chainLimit). It marks in s
 // what the plans take, so s must be a private snapshot that the caller

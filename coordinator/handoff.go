@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Hand-off on release. When a holder releases while others wait, its
@@ -54,7 +55,11 @@ import (
 // still waits whenever the first hand-off fails or commits later, breaking
 // FIFO (TestFIFOHistory catches it). The caller calls done when its release
 // is over.
-func (c *Coordinator) handoff(h heldSeat) (next *claimPlan, done func()) {
+//
+// ops are the release's own writes. A hand-off that would make the release
+// txn count as many operations as one etcd refused before (refusedHandoff)
+// is not planned: the release goes alone.
+func (c *Coordinator) handoff(h heldSeat, ops []clientv3.Op) (next *claimPlan, done func()) {
 	sh := c.shared(h.pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -62,7 +67,7 @@ func (c *Coordinator) handoff(h heldSeat) (next *claimPlan, done func()) {
 		return nil, func() {}
 	}
 	p := sh.st.planHandoff(h)
-	if p == nil {
+	if p == nil || !c.fitsHandoff(h, ops, p) {
 		return nil, func() {}
 	}
 	sh.handing = true
@@ -70,6 +75,36 @@ func (c *Coordinator) handoff(h heldSeat) (next *claimPlan, done func()) {
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
 		sh.handing = false
+	}
+}
+
+// fitsHandoff reports whether the release txn of h with ops and the
+// hand-off p counts fewer operations than the smallest such txn etcd has
+// refused as too many (always, until one was refused).
+func (c *Coordinator) fitsHandoff(h heldSeat, ops []clientv3.Op, p *claimPlan) bool {
+	refused := c.handoffOps.Load()
+	if refused == 0 {
+		return true
+	}
+	cmps := append([]clientv3.Cmp{{}}, p.cmps...) // {}: the holder's own compare
+	return txnCount(cmps, append(ops[:len(ops):len(ops)], p.ops...), c.releaseElse(h)) < int(refused)
+}
+
+// refusedHandoff records that etcd refused, as too many operations, a
+// release txn with a hand-off that counted n, and reports whether that
+// lowered the count from which hand-offs are not tried. etcd does not say
+// its --max-txn-ops, but any txn counting as many is refused too; so
+// on such an etcd only the first release of each shape pays for a refused
+// txn (TestRefusedHandoffReleasesAlone).
+func (c *Coordinator) refusedHandoff(n int) bool {
+	for {
+		cur := c.handoffOps.Load()
+		if cur > 0 && cur <= int64(n) {
+			return false
+		}
+		if c.handoffOps.CompareAndSwap(cur, int64(n)) {
+			return true
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
@@ -64,6 +65,13 @@ func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
 	return append(ops, clientv3.OpPut(c.k.released(h.pool, h.seat), string(rel.encode()), clientv3.WithLease(h.lease)))
 }
 
+// releaseElse is what a release txn reads when its compares fail: the
+// seat's release record, which tells a retry whether an earlier try
+// released it.
+func (c *Coordinator) releaseElse(h heldSeat) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(c.k.released(h.pool, h.seat))}
+}
+
 // Release gives the seat back. It is fenced by the token: it deletes the
 // seat only if this claim still holds it, so a late or repeated release never
 // frees a newer holder's seat. It returns nil when it freed the seat and
@@ -87,7 +95,7 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
 	defer cl.startRelease()()
 	ops := c.releaseOps(cl.held(), rel)
-	next, done := c.handoff(cl.held())
+	next, done := c.handoff(cl.held(), ops)
 	defer done()
 	b := releaseRetry.Backoff()
 	for lost := false; ; {
@@ -95,8 +103,8 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 		if next != nil {
 			cmps, then = append(cmps, next.cmps...), append(ops[:len(ops):len(ops)], next.ops...)
 		}
-		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).
-			Else(clientv3.OpGet(c.k.released(cl.pool, cl.seat))).Commit()
+		els := c.releaseElse(cl.held())
+		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 		switch {
 		case err == nil && (resp.Succeeded || (lost && cl.releasedByUs(rangeKvs(resp), rel))):
 			// A retry that finds our own release record: an earlier try
@@ -123,7 +131,9 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			// --max-txn-ops): the release alone tells. Else retrying
 			// cannot pass.
 			if next != nil {
-				c.log.Warn("etcd refused a hand-off; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
+				if !errors.Is(err, rpctypes.ErrTooManyOps) || c.refusedHandoff(txnCount(cmps, then, els)) {
+					c.log.Warn("etcd refused a hand-off; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
+				}
 				next = nil
 				continue
 			}
