@@ -102,7 +102,15 @@ func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mv
 // reap runs after an ambiguous attempt whose caller has gone: it retries
 // fence-and-read until it succeeds, then releases any seat or queue entry
 // the attempt left. It stops when the session or the Coordinator ends.
+//
+// A refusal (permission denied) does not end it, unlike a claimant's own
+// calls, which return it: nobody waits on reap to be told, and a seat the
+// lost attempt took would stay held, by nobody, until the session ends.
+// So it is logged as a warning, once, and reap keeps trying at reapRetry's
+// pace, which frees the seat once etcd allows it
+// (TestReapRefusedWarnsAndRecovers).
 func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req claimRequest) {
+	warned := false
 	for b := reapRetry.Backoff(); ; {
 		rctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 		resp, err := c.fenceAndRead(rctx, s, pool)
@@ -126,6 +134,11 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 		cancel()
 		if err == nil || errors.Is(err, ErrSessionExpired) {
 			return
+		}
+		if !warned && etcdclient.IsPermanent(err) {
+			warned = true
+			c.log.Warn("etcd refuses the cleanup after an ambiguous claim; a seat or queue key the claim may hold stays until etcd allows the cleanup (retried) or the session ends",
+				"pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", err)
 		}
 		if !c.pause(ctx, s.Done(), b, pool, RetryReap, err) {
 			return

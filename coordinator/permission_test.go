@@ -206,3 +206,67 @@ func TestReleaseDeniedAfterLostAnswerSaysSo(t *testing.T) {
 		t.Fatalf("seats %+v, %v; want none: the first try released it", seats, err)
 	}
 }
+
+// TestReapRefusedWarnsAndRecovers: a claim txn whose answer is lost (here
+// it applies, the role loses its write permission, and the client is told
+// the deadline passed) cannot be resolved: etcd refuses the fence. The
+// claim returns that refusal, and the cleanup goes on in the background
+// (reap), where etcd refuses it too. That must be logged as a warning, not
+// only retried at debug level; and once the permission is back, the
+// cleanup must free the seat the lost txn took, with the session still
+// live.
+func TestReapRefusedWarnsAndRecovers(t *testing.T) {
+	cl, root, rc := authPool(t, "claimant", clientv3.PermissionType(clientv3.PermReadWrite))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	prefix := rc.Prefix() + "/pools/"
+	grant := func(perm clientv3.PermissionType) {
+		t.Helper()
+		if _, err := root.RoleGrantPermission(ctx, "claimant", prefix, clientv3.GetPrefixRangeEnd(prefix), perm); err != nil {
+			t.Error(err)
+		}
+	}
+	var armed atomic.Bool
+	ic := func(ictx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ictx, method, req, reply, cc, opts...)
+		if r, ok := req.(*pb.TxnRequest); ok && err == nil && writes(r) && armed.CompareAndSwap(true, false) {
+			grant(clientv3.PermissionType(clientv3.PermRead)) // replaces read-write
+			return context.DeadlineExceeded                   // the answer is lost
+		}
+		return err
+	}
+	cli := etcdtest.UserClient(t, cl.Endpoints(), "claimant", "pw", grpc.WithChainUnaryInterceptor(ic))
+	logs := &testkit.SyncBuffer{}
+	c := testkit.Coordinator(t, cli, coordinator.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	s := testkit.Session(t, cli, 30*time.Second)
+	armed.Store(true)
+	if _, err := c.Claim(ctx, s, "gpu"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("Claim: %v; want permission denied", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "a warning that etcd refuses the cleanup", func() bool {
+		return strings.Contains(logs.String(), "etcd refuses the cleanup after an ambiguous claim")
+	})
+	if seats, err := rc.Seats(ctx, "gpu"); err != nil || len(seats) != 1 || seats[0].Lease != s.Lease() {
+		t.Fatalf("seats %+v, %v; want the one the lost txn took", seats, err)
+	}
+	grant(clientv3.PermissionType(clientv3.PermReadWrite))
+	testkit.Eventually(t, 15*time.Second, "the cleanup to free the seat", func() bool {
+		seats, err := rc.Seats(ctx, "gpu")
+		return err == nil && len(seats) == 0
+	})
+	select {
+	case <-s.Done():
+		t.Fatal("the session ended: the seat went with its lease, not with the cleanup")
+	default:
+	}
+}
+
+// writes reports whether a txn puts a key when its compares hold: a
+// claim's, not the read of a pool.
+func writes(r *pb.TxnRequest) bool {
+	for _, op := range r.Success {
+		if op.GetRequestPut() != nil {
+			return true
+		}
+	}
+	return false
+}

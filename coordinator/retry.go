@@ -13,7 +13,7 @@ import (
 // loop backs off through internal/retry (doubling, ±50% jitter, so that
 // claimants that failed together do not retry together); permanent errors
 // (etcdclient.IsPermanent: permission denied, auth, bad request) end a loop
-// at once.
+// at once, except reap's, which nobody waits on (ambiguous.go).
 var (
 	// waitRetry: reads and idempotent writes made while a claimant waits,
 	// and the pool feed's reload. Capped at 500 ms: a waiter resumes

@@ -51,7 +51,11 @@ var (
 	ErrUnreachable = errors.New("etcdclient: etcd unreachable")
 )
 
-// permanentEtcd are the etcd errors that are Permanent.
+// permanentEtcd are the etcd errors that are Permanent. An invalid auth
+// token among them: clientv3 fetches a new token and retries by itself
+// when it has the user's password (its retry interceptor), so one that
+// reaches us is a token it cannot renew (one the caller set, or a refused
+// renewal), which retrying does not fix.
 var permanentEtcd = []error{
 	rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty,
 	rpctypes.ErrAuthNotEnabled, rpctypes.ErrInvalidAuthToken, rpctypes.ErrInvalidAuthMgmt,
