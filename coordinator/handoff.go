@@ -86,8 +86,7 @@ func (c *Coordinator) fitsHandoff(h heldSeat, ops []clientv3.Op, p *claimPlan) b
 	if refused == 0 {
 		return true
 	}
-	cmps := append([]clientv3.Cmp{{}}, p.cmps...) // {}: the holder's own compare
-	return txnCount(cmps, append(ops[:len(ops):len(ops)], p.ops...), c.releaseElse(h)) < int(refused)
+	return txnCount(c.releaseTxn(h, ops, p)) < int(refused)
 }
 
 // refusedHandoff records that etcd refused, as too many operations, a

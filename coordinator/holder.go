@@ -81,9 +81,7 @@ func (cl *Claim) Instance() (Instance, bool) {
 
 // IsOwner returns a compare that holds while this claim holds its seat. Put
 // it in your own transactions to fence writes made on the holder's behalf.
-func (cl *Claim) IsOwner() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(cl.key()), "=", cl.token)
-}
+func (cl *Claim) IsOwner() clientv3.Cmp { return cl.held().owner(cl.c.k) }
 
 // key returns the claim's seat key.
 func (cl *Claim) key() string { return cl.c.k.seat(cl.pool, cl.seat, cl.claim) }

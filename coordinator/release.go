@@ -65,11 +65,22 @@ func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
 	return append(ops, clientv3.OpPut(c.k.released(h.pool, h.seat), string(rel.encode()), clientv3.WithLease(h.lease)))
 }
 
-// releaseElse is what a release txn reads when its compares fail: the
+// owner compares the seat key's create revision with the token: true
+// while this claim holds the seat.
+func (h heldSeat) owner(k keys) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(k.seat(h.pool, h.seat, h.claim)), "=", h.token)
+}
+
+// releaseTxn is the release txn of h, whose writes are ops (releaseOps),
+// with the hand-off next joined to it (nil: none). Its Else reads the
 // seat's release record, which tells a retry whether an earlier try
-// released it.
-func (c *Coordinator) releaseElse(h heldSeat) []clientv3.Op {
-	return []clientv3.Op{clientv3.OpGet(c.k.released(h.pool, h.seat))}
+// released the seat.
+func (c *Coordinator) releaseTxn(h heldSeat, ops []clientv3.Op, next *claimPlan) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
+	cmps, then = []clientv3.Cmp{h.owner(c.k)}, ops
+	if next != nil {
+		cmps, then = append(cmps, next.cmps...), append(ops[:len(ops):len(ops)], next.ops...)
+	}
+	return cmps, then, []clientv3.Op{clientv3.OpGet(c.k.released(h.pool, h.seat))}
 }
 
 // Release gives the seat back. It is fenced by the token: it deletes the
@@ -94,16 +105,13 @@ func (cl *Claim) Release(ctx context.Context) error {
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
 	defer cl.startRelease()()
-	ops := c.releaseOps(cl.held(), rel)
-	next, done := c.handoff(cl.held(), ops)
+	h := cl.held()
+	ops := c.releaseOps(h, rel)
+	next, done := c.handoff(h, ops)
 	defer done()
 	b := releaseRetry.Backoff()
 	for lost := false; ; {
-		cmps, then := []clientv3.Cmp{cl.IsOwner()}, ops
-		if next != nil {
-			cmps, then = append(cmps, next.cmps...), append(ops[:len(ops):len(ops)], next.ops...)
-		}
-		els := c.releaseElse(cl.held())
+		cmps, then, els := c.releaseTxn(h, ops, next)
 		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 		switch {
 		case err == nil && (resp.Succeeded || (lost && cl.releasedByUs(rangeKvs(resp), rel))):
@@ -174,8 +182,7 @@ func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, t
 	h := heldSeat{pool: pool, seat: seat, token: token, lease: cur.Lease, claim: cur.claim,
 		rec: seatRecord{Holder: cur.Holder, Tenant: cur.Tenant, Instance: cur.Instance, TenantSlot: cur.tenantSlot, BindSlot: cur.bindSlot}}
 	ops := c.releaseOps(h, releaseRecord{Forced: true, Reason: reason, By: defaultHolder(), At: time.Now().UTC()})
-	key := c.k.seat(pool, seat, cur.claim)
-	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).Then(ops...).Commit()
+	resp, err := c.cli.Txn(ctx).If(h.owner(c.k)).Then(ops...).Commit()
 	if err != nil {
 		return Seat{}, fmt.Errorf("coordinator: force-release pool %q seat %d: %w", pool, seat, err)
 	}
