@@ -2,9 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -155,18 +154,19 @@ func (c *Coordinator) waitersOf(st *poolState) []Waiter {
 
 // heldBackOf lists the waiters held back off the line, oldest first.
 func heldBackOf(st *poolState) []Waiter {
-	hs := slices.Collect(maps.Values(st.waiting))
-	slices.SortFunc(hs, func(a, b heldBack) int {
-		if a.before(b) {
-			return -1
-		}
-		return 1
-	})
+	kvs := make([]*mvccpb.KeyValue, 0, len(st.waiting))
+	for _, kv := range st.waiting {
+		kvs = append(kvs, kv)
+	}
+	sort.Slice(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
 	var out []Waiter
-	for _, h := range hs {
-		w := waiterOf(st.pool, -1, h.rec.waiterRecord, h.kv)
-		ws := WaitStatus{Reason: h.rec.Reason, Detail: h.rec.Detail} // as it last recorded
-		if o := h.opts(); !st.ownFits(o) {
+	for _, kv := range kvs {
+		var rec waitingRecord
+		_ = json.Unmarshal(kv.Value, &rec)
+		w := waiterOf(st.pool, -1, rec.waiterRecord, kv)
+		o := claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}
+		ws := WaitStatus{Reason: rec.Reason, Detail: rec.Detail} // as it last recorded
+		if !st.ownFits(o) {
 			ws = st.heldBackStatus(o)
 		}
 		w.Reason, w.Detail = ws.Reason, ws.Detail

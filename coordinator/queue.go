@@ -26,9 +26,7 @@ import (
 // Fairness is FIFO among waiters that can be served. A waiter whose own
 // tenant limit or instance selector stops it while others could be served
 // does not block the line: before queueing it waits, off the queue, until
-// its own constraints would admit it, and those held back by the same
-// constraints before it have rejoined (so they rejoin in the order they
-// first waited: heldBackAhead); and if it reaches the head and its
+// its own constraints would admit it; and if it reaches the head and its
 // constraints bar it again, it steps out and repeats, rejoining at the back.
 // Pre-waiters look at the feed after each change, so each change wakes every
 // one of them (locally; they send no claim txn until their constraints fit).
@@ -66,7 +64,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		if err != nil || granted != nil {
 			return granted, err
 		}
-		w.inLine(qrev)
+		w.inLine()
 		req.queueKey, req.queueRev = qkey, qrev
 		cl, err := c.waitTurn(ctx, s, pool, req, fd, w)
 		if err == nil {
@@ -92,26 +90,18 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 var errStepOut = errors.New("coordinator: step out of line")
 
 // preWait blocks, off the queue, until the claimant's own constraints
-// (tenant limit, instance selector) would admit it and the waiters held
-// back by the same constraints before it have rejoined the line
-// (heldBackAhead); meanwhile its waiting record says why it waits. It
-// fails at once when the spec denies the claimant's tenant
-// (NoSeatError.Never).
+// (tenant limit, instance selector) would admit it; meanwhile its waiting
+// record says why it waits. It fails at once when the spec denies the
+// claimant's tenant (NoSeatError.Never).
 func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions, w *waitTracker) error {
 	return c.watchPool(ctx, s, pool, 0, func(live *poolState) func(context.Context) (bool, error) {
 		if err := live.denied(o); err != nil {
 			return func(context.Context) (bool, error) { return false, err }
 		}
-		var status WaitStatus
-		if !live.ownFits(o) {
-			status = live.heldBackStatus(o)
-		} else if n := live.heldBackAhead(w.key, o, w.arrival); n > 0 {
-			// Not in line, so Ahead stays 0 (WaitStatus).
-			status = WaitStatus{Reason: WaitQueue, Detail: fmt.Sprintf("%d earlier %s held back by the same limits %s the line first",
-				n, plural(n, "waiter", "waiters"), plural(n, "rejoins", "rejoin"))}
-		} else {
+		if live.ownFits(o) {
 			return func(context.Context) (bool, error) { return true, nil }
 		}
+		status := live.heldBackStatus(o)
 		return func(ctx context.Context) (bool, error) {
 			w.heldBack(ctx, status)
 			return false, nil

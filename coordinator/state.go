@@ -65,7 +65,7 @@ type poolState struct {
 
 	// waiting are the records of held-back waiters (waiting.go); planning
 	// ignores them.
-	waiting map[string]heldBack
+	waiting map[string]*mvccpb.KeyValue
 }
 
 func newPoolState(k keys, pool string) *poolState {
@@ -89,7 +89,7 @@ func (s *poolState) reset() {
 	s.unleased = map[string]bool{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
-	s.waiting = map[string]heldBack{}
+	s.waiting = map[string]*mvccpb.KeyValue{}
 }
 
 // clone returns a deep copy that shares only the immutable key-values.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -20,19 +19,17 @@ import (
 //
 //	<root>/pools/<pool>/waiting/<lease>-<nonce>   waiting record JSON; its lease
 //
-// carrying its claim options, why it waits and when it first waited. The
-// record is outside queue/, so no claim compares it, and the planner
-// ignores it: it changes neither the line's FIFO nor what is granted. Only
-// held-back waiters read each other's records, to rejoin the line in the
-// order they first waited (heldBackAhead). It is bound to the waiter's
+// carrying its claim options and why it waits. The record is outside
+// queue/, so no claim compares it, and the planner ignores it: it can
+// change neither FIFO nor what is granted. It is bound to the waiter's
 // lease, so it goes with a dead waiter, and a pool holds at most one per
 // held-back claim. It is written when the waiter is held back, rewritten
 // only when its reason changes (never on each change of the pool), deleted
 // in the transaction that puts the waiter in line (enqueue) and written in
 // the one that takes it out of line (stepOut), so a watcher sees one
-// waiter-joined and one waiter-left per claim. A waiter that cannot write
-// it (a role without write on waiting/) keeps waiting, unrecorded, and
-// unordered among the held-back waiters.
+// waiter-joined and one waiter-left per claim. The record is for operators
+// only: a waiter that cannot write it (a role without write on waiting/)
+// keeps waiting, unrecorded.
 
 // WaitStatus says why a waiting claim has not been granted yet.
 type WaitStatus struct {
@@ -88,94 +85,17 @@ type waitingRecord struct {
 	waiterRecord
 	Reason WaitReason `json:"reason"`
 	Detail string     `json:"detail,omitempty"`
-	// Arrival is the revision at which the claim first waited, in line or
-	// held back; 0 in the record that first held it back, whose key's
-	// create revision is that revision (heldBackRank).
-	Arrival int64 `json:"arrival,omitempty"`
-}
-
-// heldBack is a waiting record as a state keeps it.
-type heldBack struct {
-	kv   *mvccpb.KeyValue
-	rec  waitingRecord // zero when the value does not decode
-	rank int64         // heldBackRank
-}
-
-// opts are the claim options the record carries, as far as the claimant's
-// own constraints go (ownFits).
-func (h heldBack) opts() claimOptions {
-	return claimOptions{tenant: h.rec.Tenant, instance: h.rec.Instance, labels: h.rec.Labels}
-}
-
-// before reports whether h arrived before o: by rank, then by key.
-func (h heldBack) before(o heldBack) bool {
-	if h.rank != o.rank {
-		return h.rank < o.rank
-	}
-	return string(h.kv.Key) < string(o.kv.Key)
-}
-
-// heldBackRank is the order of held-back waiters, in which they rejoin the
-// line (heldBackAhead) and are listed: the revision at which each claim
-// first waited, which a step out of line does not change.
-func heldBackRank(kv *mvccpb.KeyValue, rec waitingRecord) int64 {
-	if rec.Arrival > 0 {
-		return rec.Arrival
-	}
-	return kv.CreateRevision
 }
 
 // putWaiting records a waiting key in a state's map. A key without a
 // lease was not written by a waiter of ours (it could never go away): it
 // is left out, and, being outside queue/, blocks nothing.
-func putWaiting(m map[string]heldBack, kv *mvccpb.KeyValue) {
+func putWaiting(m map[string]*mvccpb.KeyValue, kv *mvccpb.KeyValue) {
 	if kv.Lease == 0 {
 		delete(m, string(kv.Key))
 		return
 	}
-	var rec waitingRecord
-	if json.Unmarshal(kv.Value, &rec) != nil {
-		rec = waitingRecord{}
-	}
-	m[string(kv.Key)] = heldBack{kv: kv, rec: rec, rank: heldBackRank(kv, rec)}
-}
-
-// heldBackAhead counts the held-back waiters with the same constraints as
-// o (tenant, instance, labels) that arrived before the claim whose waiting
-// key is own. The caller has found that its constraints admit it now, so
-// they admit those too; the claim rejoins the line only when none is left
-// (preWait). So held-back waiters of one tenant (and selector) enter the
-// line, and are served, in the order they arrived, rather than in the
-// order their processes happen to react. arrival is the claim's first
-// revision, 0 when not known yet (its record, if the state shows it, then
-// tells; with neither, every such waiter came first).
-//
-// Waiters of other constraints are not waited for: a tenant's waiter never
-// holds back another tenant's. A waiter whose record is missing (its write
-// was refused) is neither counted nor ordered. One whose process is paused
-// holds back those behind it until its lease ends, as a paused head holds
-// up the line.
-func (s *poolState) heldBackAhead(own string, o claimOptions, arrival int64) int {
-	me, recorded := s.waiting[own]
-	if !recorded {
-		me = heldBack{kv: &mvccpb.KeyValue{Key: []byte(own)}}
-	}
-	if arrival > 0 {
-		me.rank = arrival
-	}
-	n := 0
-	for key, h := range s.waiting {
-		if key != own && (me.rank == 0 || h.before(me)) && sameConstraints(h.opts(), o) {
-			n++
-		}
-	}
-	return n
-}
-
-// sameConstraints reports whether two claims are bound by the same tenant
-// and instance selector.
-func sameConstraints(a, b claimOptions) bool {
-	return a.tenant == b.tenant && a.instance == b.instance && maps.Equal(a.labels, b.labels)
+	m[string(kv.Key)] = kv
 }
 
 // denied returns the refusal of a claim that waiting cannot resolve: its
@@ -271,9 +191,6 @@ type waitTracker struct {
 	written  WaitReason
 	maybe    bool
 	disabled bool // etcd refused the write: wait unrecorded
-	// arrival is the revision at which the claim first waited: its first
-	// queue key's or first waiting record's; 0 until one is written.
-	arrival int64
 }
 
 func (c *Coordinator) newWaitTracker(s *Session, pool string, req claimRequest) *waitTracker {
@@ -312,7 +229,7 @@ func (w *waitTracker) value() string {
 	o := w.o
 	b, _ := json.Marshal(waitingRecord{
 		waiterRecord: waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: w.since},
-		Reason:       w.cur.Reason, Detail: w.cur.Detail, Arrival: w.arrival,
+		Reason:       w.cur.Reason, Detail: w.cur.Detail,
 	})
 	return string(b)
 }
@@ -329,21 +246,11 @@ func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
 	// (an election) would not see its constraints admit it meanwhile.
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
-	resp, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease))
-	if err != nil {
+	if _, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease)); err != nil {
 		w.refused(err)
 		return
 	}
 	w.written = st.Reason
-	w.arrived(resp.Header.Revision)
-}
-
-// arrived notes a revision at which the claim waited, the first one being
-// its arrival.
-func (w *waitTracker) arrived(rev int64) {
-	if w.arrival == 0 {
-		w.arrival = rev
-	}
 }
 
 // refused notes a failed write of the waiting record: a permanent
@@ -368,11 +275,8 @@ func (w *waitTracker) enqueueOps() []clientv3.Op {
 	return []clientv3.Op{clientv3.OpDelete(w.key)}
 }
 
-// inLine notes that the enqueue txn committed at rev: the record is gone.
-func (w *waitTracker) inLine(rev int64) {
-	w.written, w.maybe = "", false
-	w.arrived(rev)
-}
+// inLine notes that the enqueue txn committed: the record is gone.
+func (w *waitTracker) inLine() { w.written, w.maybe = "", false }
 
 // stepOut takes a head barred by its own constraints out of line and
 // records it as held back, in one txn that does so only if no seat was
