@@ -191,9 +191,7 @@ func TestRefusedHandoffReleasesAlone(t *testing.T) {
 			}
 			next <- cl
 		}()
-		testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
-			return coordinator.FeedSynced(c, "p") && coordinator.ViewsWaiter(c, "p", ws.Lease())
-		})
+		feedShowsWaiter(t, c, "p", ws.Lease())
 		if err := held.Release(ctx); err != nil {
 			t.Fatalf("round %d: Release: %v", round, err)
 		}

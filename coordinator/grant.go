@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,7 +58,8 @@ const maxTxnOps = 128
 const maxElseOps = probeTenant + 1
 
 // txnOps is what a txn of cmps and then counts against maxTxnOps, with an
-// Else of at most maxElseOps.
+// Else of at most maxElseOps: txnCount's rule, applied by grantBehind while
+// it builds a chain, before the txn exists.
 func txnOps(cmps, then int) int { return max(cmps, then, maxElseOps) }
 
 // txnCount is what etcd counts against its --max-txn-ops for a txn of
@@ -261,13 +263,18 @@ func (c *Coordinator) refusedChain(ops, own int) bool {
 	if ops <= own {
 		return false // no grants: nothing to halve
 	}
-	limit := int64(own + (ops-own)/2)
+	return lowerTo(&c.txnLimit, int64(own+(ops-own)/2))
+}
+
+// lowerTo stores v in a, a limit learned from etcd's refusals (0: none
+// yet), unless a already holds v or less, and reports whether it stored.
+func lowerTo(a *atomic.Int64, v int64) bool {
 	for {
-		cur := c.txnLimit.Load()
-		if cur > 0 && cur <= limit {
+		cur := a.Load()
+		if cur > 0 && cur <= v {
 			return false
 		}
-		if c.txnLimit.CompareAndSwap(cur, limit) {
+		if a.CompareAndSwap(cur, v) {
 			return true
 		}
 	}

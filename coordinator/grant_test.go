@@ -215,9 +215,7 @@ func TestGiveUpRacingGrant(t *testing.T) {
 	defer giveUp()
 	done := waitingClaim(wctx, c, ws, "p", coordinator.WithHolder("w"))
 	waitQueued(t, other, "p", 1)
-	testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
-		return coordinator.FeedSynced(c, "p") && coordinator.ViewsWaiter(c, "p", ws.Lease())
-	})
+	feedShowsWaiter(t, c, "p", ws.Lease())
 
 	p.HoldResponses() // from here the waiter's feed sees nothing
 	released := make(chan error, 1)

@@ -95,17 +95,7 @@ func (c *Coordinator) fitsHandoff(h heldSeat, ops []clientv3.Op, p *claimPlan) b
 // its --max-txn-ops, but any txn counting as many is refused too; so
 // on such an etcd only the first release of each shape pays for a refused
 // txn (TestRefusedHandoffReleasesAlone).
-func (c *Coordinator) refusedHandoff(n int) bool {
-	for {
-		cur := c.handoffOps.Load()
-		if cur > 0 && cur <= int64(n) {
-			return false
-		}
-		if c.handoffOps.CompareAndSwap(cur, int64(n)) {
-			return true
-		}
-	}
-}
+func (c *Coordinator) refusedHandoff(n int) bool { return lowerTo(&c.handoffOps, int64(n)) }
 
 // planHandoff plans, on s, the grant of the seat h frees to the first
 // waiter that may take it, or returns nil.

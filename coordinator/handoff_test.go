@@ -176,9 +176,7 @@ func testHandoffAcrossProcesses(t *testing.T, fromQueue bool) {
 		holder = mustClaim(t, ctx, a, sa, "p")
 	}
 	next := claimWaiting(t, ctx, b, sb, "p")
-	testkit.Eventually(t, 10*time.Second, "the holder's process sees the waiter", func() bool {
-		return coordinator.FeedSynced(a, "p") && coordinator.ViewsWaiter(a, "p", sb.Lease())
-	})
+	feedShowsWaiter(t, a, "p", sb.Lease())
 	handoffs.Store(0)
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)

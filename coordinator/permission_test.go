@@ -270,3 +270,51 @@ func writes(r *pb.TxnRequest) bool {
 	}
 	return false
 }
+
+// TestDeniedHandoffReleasesAlone: a release's hand-off writes keys of the
+// waiter's (its seat, and the delete of its queue key). A holder whose role
+// may write its own seat and release record but not the queue has its
+// hand-off refused as permission denied, having applied nothing. The
+// release must not end there with the seat held, nor back off as if its
+// answer were lost: it goes again alone at once, and the waiter then claims
+// the seat itself.
+func TestDeniedHandoffReleasesAlone(t *testing.T) {
+	cl := etcdtest.Start(t)
+	root := etcdtest.EnableAuth(t, cl.Client(t))
+	rc := testkit.Coordinator(t, root)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, rc, "gpu", coordinator.PoolSpec{Capacity: 1})
+	pool := rc.Prefix() + "/pools/gpu/"
+	etcdtest.AddPrefixRole(t, root, "holder", rc.Prefix()+"/pools/", clientv3.PermissionType(clientv3.PermRead))
+	for _, seg := range []string{"seats/", "released/"} {
+		if _, err := root.RoleGrantPermission(ctx, "holder", pool+seg, clientv3.GetPrefixRangeEnd(pool+seg),
+			clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etcdtest.AddUser(t, root, "holder", "pw", "holder")
+	cli := etcdtest.UserClient(t, cl.Endpoints(), "holder", "pw")
+	refused := make(chan struct{}, 1)
+	m := &countingMetrics{}
+	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m), coordinator.WithLogger(signalLogger("refused a hand-off", refused)))
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "gpu")
+	ws := testkit.Session(t, root, 30*time.Second)
+	waited := waitingClaim(ctx, rc, ws, "gpu")
+	feedShowsWaiter(t, c, "gpu", ws.Lease())
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := held.Release(rctx); err != nil {
+		t.Fatalf("Release: %v; want the seat released alone after its hand-off was refused", err)
+	}
+	select {
+	case <-refused:
+	default:
+		t.Fatal("etcd took the hand-off: this test needs a role that refuses it")
+	}
+	if n := m.releaseRetries.Load(); n != 0 {
+		t.Fatalf("the release retried %d times after etcd refused its hand-off; want it sent again alone at once", n)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+}

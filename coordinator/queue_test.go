@@ -78,6 +78,16 @@ func waitQueued(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
 	})
 }
 
+// feedShowsWaiter waits until c's pool feed is synced and shows the queue
+// key of the waiter with lease: c's next release then plans a hand-off to
+// it.
+func feedShowsWaiter(t testing.TB, c *coordinator.Coordinator, pool string, lease clientv3.LeaseID) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
+		return coordinator.FeedSynced(c, pool) && coordinator.ViewsWaiter(c, pool, lease)
+	})
+}
+
 // holderAndWaiter creates pool "p" of one seat on c, fills it and queues a
 // waiter behind the holder, both of c's client cli, and waits until other
 // sees the waiter and c's synced pool feed shows it: c's next waiter
@@ -91,9 +101,7 @@ func holderAndWaiter(t *testing.T, ctx context.Context, c, other *coordinator.Co
 	waitQueued(t, other, "p", 1)
 	// The holder's claim started the feed, so it may be synced before it
 	// has applied the waiter's queue key.
-	testkit.Eventually(t, 10*time.Second, "the feed to show the waiter", func() bool {
-		return coordinator.FeedSynced(c, "p") && coordinator.ViewsWaiter(c, "p", ws.Lease())
-	})
+	feedShowsWaiter(t, c, "p", ws.Lease())
 	return holder, first
 }
 
