@@ -31,6 +31,12 @@ type sharedState struct {
 	// chose it, so that concurrent claimants choose different free seats
 	// (freeSlot) rather than collide on the one each saw free.
 	aiming map[int]int
+	// heldBack lists, per constraint class, this process's waiters held
+	// back off the line, in arrival order, and inLine counts those in line
+	// (heldback.go); arrivals numbers them.
+	heldBack map[string][]*heldBackTurn
+	inLine   map[string]int
+	arrivals uint64
 }
 
 func (c *Coordinator) shared(pool string) *sharedState {
@@ -69,6 +75,9 @@ func (sh *sharedState) plan(req claimRequest) (*claimPlan, error) {
 	}
 	req.busy = sh.aiming
 	p, err := sh.st.plan(req)
+	if err == nil {
+		err = sh.heldBackAhead(req.opts)
+	}
 	if err == nil {
 		p.probe = !sh.exact()
 		if sh.aiming == nil {

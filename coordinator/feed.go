@@ -259,8 +259,7 @@ func (f *poolFeed) update(synced bool, evs []*clientv3.Event, change func(*poolS
 		change(f.sh.st)
 	}
 	f.synced = synced
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.poke()
 	if evs == nil {
 		for k, subs := range f.subs {
 			for _, sub := range subs {
@@ -275,6 +274,14 @@ func (f *poolFeed) update(synced bool, evs []*clientv3.Event, change func(*poolS
 			sub.fire()
 		}
 	}
+}
+
+// poke wakes the feed's users that wait on any change, as a change does,
+// when none came: something they look at besides the pool changed (a
+// held-back waiter's turn, heldback.go). Under the shared state's lock.
+func (f *poolFeed) poke() {
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 // owned returns change, to run only while f is the pool's current feed: a

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -308,6 +309,30 @@ func (s *poolState) ownFits(o claimOptions) bool {
 		return true
 	}
 	return s.anyFits(o)
+}
+
+// ownRoom returns how many more claims with options o their own
+// constraints admit now, ignoring pool capacity and the queue: the free
+// slots of o's tenant, and of the instances o may bind to (ownFits is
+// ownRoom > 0).
+func (s *poolState) ownRoom(o claimOptions) int {
+	if s.specKV == nil || s.specErr != nil {
+		return math.MaxInt
+	}
+	room := math.MaxInt
+	if limit, limited := s.spec.LimitFor(o.tenant); limited {
+		room = max(0, limit-len(s.tenants[o.tenant]))
+	}
+	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
+		return room
+	}
+	free := 0
+	for id, in := range s.instances {
+		if s.fits(id, in, o) {
+			free += in.Seats - len(s.binds[id])
+		}
+	}
+	return min(room, free)
 }
 
 // constrained reports whether a claim has constraints of its own.

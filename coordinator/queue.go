@@ -30,6 +30,8 @@ import (
 // constraints bar it again, it steps out and repeats, rejoining at the back.
 // Pre-waiters look at the feed after each change, so each change wakes every
 // one of them (locally; they send no claim txn until their constraints fit).
+// Those of one process and constraint class rejoin in arrival order
+// (heldback.go).
 // A held-back waiter is not invisible: it keeps a waiting record that says
 // why it waits (waiting.go), and every waiter reports its WaitStatus to
 // its caller (WithWaitStatus) and to the metrics.
@@ -53,9 +55,16 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 	defer c.releaseFeed(pool, fd)
 	w := c.newWaitTracker(s, pool, req)
 	defer w.end()
+	sh := c.shared(pool)
+	var turn *heldBackTurn // its place among this process's waiters of its class
+	defer func() { sh.done(turn) }()
 	for {
 		if req.opts.constrained() {
-			if err := c.preWait(ctx, s, pool, req.opts, w); err != nil {
+			if turn == nil {
+				turn = &heldBackTurn{class: constraintClass(req.opts)}
+			}
+			sh.holdBack(turn)
+			if err := c.preWait(ctx, s, pool, req.opts, w, turn); err != nil {
 				return nil, err
 			}
 		}
@@ -64,6 +73,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		if err != nil || granted != nil {
 			return granted, err
 		}
+		sh.joined(turn)
 		w.inLine()
 		req.queueKey, req.queueRev = qkey, qrev
 		cl, err := c.waitTurn(ctx, s, pool, req, fd, w)
@@ -90,15 +100,23 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 var errStepOut = errors.New("coordinator: step out of line")
 
 // preWait blocks, off the queue, until the claimant's own constraints
-// (tenant limit, instance selector) would admit it; meanwhile its waiting
-// record says why it waits. It fails at once when the spec denies the
-// claimant's tenant (NoSeatError.Never).
-func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions, w *waitTracker) error {
+// (tenant limit, instance selector) would admit it and it is the first of
+// this process's held-back waiters of its class (turn, heldback.go);
+// meanwhile its waiting record says why it waits. It fails at once when
+// the spec denies the claimant's tenant (NoSeatError.Never).
+func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions, w *waitTracker, turn *heldBackTurn) error {
+	sh := c.shared(pool)
 	return c.watchPool(ctx, s, pool, 0, func(live *poolState) func(context.Context) (bool, error) {
 		if err := live.denied(o); err != nil {
 			return func(context.Context) (bool, error) { return false, err }
 		}
 		if live.ownFits(o) {
+			if !sh.mayJoin(turn, live, o) { // under sh.mu, as live is
+				return func(ctx context.Context) (bool, error) {
+					w.waitTurn(ctx)
+					return false, nil
+				}
+			}
 			return func(context.Context) (bool, error) { return true, nil }
 		}
 		status := live.heldBackStatus(o)

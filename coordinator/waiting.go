@@ -253,6 +253,20 @@ func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
 	w.written = st.Reason
 }
 
+// waitTurn records that the claim, which its own constraints admit, waits
+// off the line while earlier waiters of its class in this process go
+// first (heldback.go). A record already written stays as it is: the wait
+// is mostly short, and rewriting the record of every held-back waiter of
+// a tenant at each of its releases would cost a write per waiter. A claim
+// with no record yet gets one, so that it is not invisible meanwhile.
+func (w *waitTracker) waitTurn(ctx context.Context) {
+	if w.maybe {
+		w.set(heldBackTurnStatus)
+		return
+	}
+	w.heldBack(ctx, heldBackTurnStatus)
+}
+
 // refused notes a failed write of the waiting record: a permanent
 // refusal stops the writes of this claim; anything else is retried at the
 // next change.

@@ -1,0 +1,151 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
+)
+
+// TestHeldBackRejoinInArrivalOrder: waiters of one process held back by
+// their tenant's limit are served in the order they arrived when the
+// tenant's seats free one at a time. Without the order (heldback.go) they
+// rejoin the line in the order the Go scheduler runs them after the
+// release's event, usually the last one woken first.
+func TestHeldBackRejoinInArrivalOrder(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("a"), coordinator.WithHolder("h"))
+	type result struct {
+		name string
+		cl   *coordinator.Claim
+		err  error
+	}
+	granted := make(chan result, 4)
+	names := []string{"w1", "w2", "w3", "w4"}
+	for i, name := range names {
+		s := testkit.Session(t, cli, 30*time.Second)
+		go func() {
+			cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("a"), coordinator.WithHolder(name))
+			granted <- result{name, cl, err}
+		}()
+		heldBackCount(t, c, "p", i+1) // each arrives after the one before is held back
+	}
+	for _, want := range names {
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-granted:
+			if r.err != nil {
+				t.Fatalf("%s: %v", r.name, r.err)
+			}
+			if r.name != want {
+				t.Fatalf("granted %s; want %s, the first to arrive of those still waiting", r.name, want)
+			}
+			held = r.cl
+		case <-ctx.Done():
+			t.Fatalf("%s not granted", want)
+		}
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heldBackCount waits until Queue shows n waiters of pool held back off
+// the line.
+func heldBackCount(t testing.TB, c *coordinator.Coordinator, pool string, n int) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d held-back waiters", n), func() bool {
+		q, err := c.Queue(context.Background(), pool)
+		got := 0
+		for _, w := range q {
+			if w.Position == -1 {
+				got++
+			}
+		}
+		return err == nil && got == n
+	})
+}
+
+// TestFreshClaimWaitsForHeldBack: when a tenant's seat frees, a claim made
+// in the same process by that tenant does not take it before the tenant's
+// held-back waiter, which is joining the line: without WithWait it is
+// refused, as when others wait in line, and with WithWait it is granted
+// after. The held-back waiter's enqueue txn is held back 300 ms so that
+// the claims fall in the window between its seeing the free seat and its
+// joining the line; without the rule (heldback.go) the claim without
+// WithWait takes the seat.
+func TestFreshClaimWaitsForHeldBack(t *testing.T) {
+	var armed atomic.Bool
+	enqueueing := make(chan struct{}, 1)
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pb.TxnRequest); ok && armed.Load() && putsUnder(r, "/queue/") {
+			armed.Store(false)
+			enqueueing <- struct{}{}
+			time.Sleep(300 * time.Millisecond)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli := newObservedClient(t, newClient(t).Endpoints()[0], ic)
+	prefixSeq++
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
+	s := testkit.Session(t, cli, 30*time.Second)
+	held := mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("a"), coordinator.WithHolder("h"))
+	order := make(chan string, 2)
+	errs := make(chan error, 2)
+	waiter := func(name string) {
+		cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("a"), coordinator.WithHolder(name))
+		if err == nil {
+			order <- name
+			err = cl.Release(ctx)
+		}
+		errs <- err
+	}
+	go waiter("w1")
+	heldBackCount(t, c, "p", 1)
+	armed.Store(true)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-enqueueing // w1 saw the seat free and is joining the line
+	cl, err := c.Claim(ctx, s, "p", coordinator.WithTenant("a"), coordinator.WithHolder("fresh"))
+	if err == nil {
+		t.Fatalf("a claim without WithWait took seat %d before the tenant's held-back waiter", cl.Seat())
+	}
+	if !errors.Is(err, coordinator.ErrNoSeat) {
+		t.Fatalf("claim without WithWait: %v; want ErrNoSeat", err)
+	}
+	go waiter("w2") // with WithWait, in the same window
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := <-order, <-order; a != "w1" || b != "w2" {
+		t.Fatalf("granted %s, then %s; want w1, the held-back waiter, first", a, b)
+	}
+}
+
+// putsUnder reports whether txn r puts a key whose path contains seg.
+func putsUnder(r *pb.TxnRequest, seg string) bool {
+	for _, op := range r.Success {
+		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), seg) {
+			return true
+		}
+	}
+	return false
+}
