@@ -3,8 +3,8 @@ package coordinator
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 )
 
 // Held-back waiters of one process rejoin in arrival order. A waiter held
@@ -16,12 +16,21 @@ import (
 // one woken first (TestHeldBackRejoinInArrivalOrder granted the fourth
 // waiter of four first). So within a process, the held-back waiters of one
 // constraint class (the same tenant, instance and labels: constraints
-// that admit them alike) take turns: only the first to arrive joins the
-// line; the next one looks again once that one's enqueue txn has
-// returned, and joins behind it if its constraints still admit it. And a
-// claim made meanwhile in this process, of the same class, does not take
-// the seat before them: it waits behind them, or without WithWait is
-// refused as a claim is when others wait in line (sharedState.plan).
+// that admit them alike) take turns:
+//
+//   - only the first to arrive of those held back joins the line;
+//   - the next one joins once the earlier ones that joined from being held
+//     back leave room: their enqueue txns returned, and its constraints
+//     admit more claims than they are (ownRoom), or they were granted or
+//     left;
+//   - a waiter of the class that arrives meanwhile, and a claim made
+//     meanwhile in the process, do not go before them: a waiter waits its
+//     turn, and a claim without WithWait is refused as when others wait in
+//     line (sharedState.plan).
+//
+// A waiter that its constraints admit when it arrives, while none of its
+// class is held back, joins the line at once, as any waiter does: FIFO
+// among waiters that can be served is the line's.
 //
 // What it does not do: order held-back waiters of different processes, or
 // of different classes, which join in the order they react; or stop a
@@ -33,52 +42,66 @@ import (
 // waiters of its class on a pool, kept across its steps out of line.
 type heldBackTurn struct {
 	class  string // constraintClass of its options
-	seq    uint64 // arrival order in this process; 0 until it is first held back
-	inLine bool   // it has joined the line and not yet been granted or left
+	seq    uint64 // arrival order in this process
+	inLine bool   // it joined the line from being held back, and is there
 }
 
 // constraintClass names the constraints of o that decide whether its own
-// limits admit it: claims of one class are admitted alike.
+// limits admit it: claims of one class are admitted alike. Each part is
+// quoted, so that no two selectors share a name.
 func constraintClass(o claimOptions) string {
-	labels := make([]string, 0, len(o.labels))
-	for k, v := range o.labels {
-		labels = append(labels, k+"="+v)
+	b := fmt.Appendf(nil, "%q %q", o.tenant, o.instance)
+	for _, k := range slices.Sorted(maps.Keys(o.labels)) {
+		b = fmt.Appendf(b, " %q=%q", k, o.labels[k])
 	}
-	slices.Sort(labels)
-	return fmt.Sprintf("%q %q %q", o.tenant, o.instance, strings.Join(labels, "\x00"))
+	return string(b)
 }
 
-// holdBack adds t to the pool's held-back waiters of its class, in
-// arrival order, taking it out of line if it was in: a turn seen before
-// keeps its place.
-func (sh *sharedState) holdBack(t *heldBackTurn) {
+// arrive returns the turn of a claim with options o that starts to wait.
+func (sh *sharedState) arrive(o claimOptions) *heldBackTurn {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.leaveLine(t)
-	if t.seq == 0 {
-		sh.arrivals++
-		t.seq = sh.arrivals
-	}
-	turns := sh.heldBack[t.class]
-	if slices.Contains(turns, t) {
-		return
-	}
-	i, _ := slices.BinarySearchFunc(turns, t.seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
-	if sh.heldBack == nil {
-		sh.heldBack = map[string][]*heldBackTurn{}
-	}
-	sh.heldBack[t.class] = slices.Insert(turns, i, t)
+	sh.arrivals++
+	return &heldBackTurn{class: constraintClass(o), seq: sh.arrivals}
 }
 
-// joined moves t, whose enqueue txn committed, from the held-back waiters
-// of its class to those in line, and wakes the next of its class.
+// mayJoin reports whether t, a waiter with options o off the line, may
+// join it now on live, and lists t among the held-back waiters of its
+// class unless it joins as one that none of its class is held back
+// before. Under sh.mu (from a feed look).
+func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions) bool {
+	turns := sh.heldBack[t.class]
+	listed := slices.Contains(turns, t)
+	fits := live.ownFits(o)
+	if fits && !listed && len(turns) == 0 {
+		return true
+	}
+	if !listed {
+		i, _ := slices.BinarySearchFunc(turns, t.seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
+		if sh.heldBack == nil {
+			sh.heldBack = map[string][]*heldBackTurn{}
+		}
+		turns = slices.Insert(turns, i, t)
+		sh.heldBack[t.class] = turns
+	}
+	if !fits || turns[0] != t {
+		return false
+	}
+	k := sh.inLine[t.class]
+	return k == 0 || live.ownRoom(o) > k
+}
+
+// joined notes that t's enqueue txn committed. A turn held back before
+// moves to those of its class in line, and the next of its class may go.
 func (sh *sharedState) joined(t *heldBackTurn) {
 	if t == nil {
 		return
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.unlist(t)
+	if !sh.unlist(t) {
+		return // it joined as the line's, not as a held-back waiter's
+	}
 	t.inLine = true
 	if sh.inLine == nil {
 		sh.inLine = map[string]int{}
@@ -87,43 +110,61 @@ func (sh *sharedState) joined(t *heldBackTurn) {
 	sh.wake()
 }
 
-// done drops t, granted or given up, and wakes the next of its class: it
-// may be waiting for its turn, and no change of the pool may follow (a
-// waiter that gave up writes nothing).
+// steppedOut notes that t left the line again, barred at its head: the
+// room it took is free for the next of its class.
+func (sh *sharedState) steppedOut(t *heldBackTurn) {
+	if t == nil {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.leaveLine(t) {
+		sh.wake()
+	}
+}
+
+// done drops t, granted or given up, and wakes the next of its class if
+// it may be waiting for t: no change of the pool may follow (a waiter
+// that gave up writes nothing).
 func (sh *sharedState) done(t *heldBackTurn) {
 	if t == nil {
 		return
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.unlist(t)
-	sh.leaveLine(t)
-	sh.wake()
+	listed := sh.unlist(t)
+	if sh.leaveLine(t) || listed {
+		sh.wake()
+	}
 }
 
-// unlist removes t from the held-back waiters of its class, if there.
-func (sh *sharedState) unlist(t *heldBackTurn) {
+// unlist removes t from the held-back waiters of its class, and reports
+// whether it was there.
+func (sh *sharedState) unlist(t *heldBackTurn) bool {
 	turns := sh.heldBack[t.class]
 	i := slices.Index(turns, t)
 	if i < 0 {
-		return
+		return false
 	}
 	if turns = slices.Delete(turns, i, i+1); len(turns) == 0 {
 		delete(sh.heldBack, t.class)
 	} else {
 		sh.heldBack[t.class] = turns
 	}
+	return true
 }
 
-// leaveLine uncounts t from the waiters of its class in line, if there.
-func (sh *sharedState) leaveLine(t *heldBackTurn) {
+// leaveLine uncounts t from the waiters of its class in line, and reports
+// whether it was counted.
+func (sh *sharedState) leaveLine(t *heldBackTurn) bool {
 	if !t.inLine {
-		return
+		return false
 	}
 	t.inLine = false
 	if sh.inLine[t.class]--; sh.inLine[t.class] == 0 {
 		delete(sh.inLine, t.class)
 	}
+	return true
 }
 
 // wake wakes the users of the pool's feed, under sh.mu.
@@ -131,20 +172,6 @@ func (sh *sharedState) wake() {
 	if sh.fed != nil {
 		sh.fed.poke()
 	}
-}
-
-// mayJoin reports whether t, a held-back claim with options o whose own
-// constraints admit it on live, may join the line now: it is the first
-// held-back waiter of its class, and those of its class already in line
-// do not take all the room its constraints leave. Under sh.mu (from a
-// feed look).
-func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions) bool {
-	turns := sh.heldBack[t.class]
-	if len(turns) == 0 || turns[0] != t {
-		return false
-	}
-	k := sh.inLine[t.class]
-	return k == 0 || live.ownRoom(o) > k
 }
 
 // heldBackAhead returns the error that keeps a fresh claim with options o

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,4 +149,53 @@ func putsUnder(r *pb.TxnRequest, seg string) bool {
 		}
 	}
 	return false
+}
+
+// TestAdmittedWaitersKeepLineOrder: a waiter whose own limits admit it
+// joins the line at once, even while others of its tenant are in line
+// ahead of it: in a pool of one seat, with a tenant limit of 2, waiters
+// a1, a2, a3 of tenant "a" and then b1 are served in that order. (A rule
+// that kept a3 off the line while a1 and a2 took the tenant's room served
+// b1 before it.)
+func TestAdmittedWaitersKeepLineOrder(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1, TenantLimit: 2})
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithHolder("h"))
+	order := make(chan string, 4)
+	var wg sync.WaitGroup
+	defer wg.Wait() // the releases end before the sessions close
+	for i, name := range []string{"a1", "a2", "a3", "b1"} {
+		var opts []coordinator.ClaimOption
+		if name[0] == 'a' {
+			opts = append(opts, coordinator.WithTenant("a"))
+		}
+		s := testkit.Session(t, cli, 30*time.Second)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Claim(ctx, s, "p", append(opts, coordinator.WithWait(), coordinator.WithHolder(name))...)
+			if err != nil {
+				t.Error(err)
+				order <- ""
+				return
+			}
+			order <- name
+			if err := cl.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitQueued(t, c, "p", i+1)
+	}
+	if q, err := c.Queue(ctx, "p"); err != nil || len(q) != 4 || q[2].Position != 2 {
+		t.Fatalf("queue %+v, %v: want a3 in line, third", q, err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a1", "a2", "a3", "b1"} {
+		if got := <-order; got != want {
+			t.Fatalf("granted %q; want %s", got, want)
+		}
+	}
 }

@@ -57,13 +57,12 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 	defer w.end()
 	sh := c.shared(pool)
 	var turn *heldBackTurn // its place among this process's waiters of its class
-	defer func() { sh.done(turn) }()
+	if req.opts.constrained() {
+		turn = sh.arrive(req.opts)
+	}
+	defer sh.done(turn)
 	for {
 		if req.opts.constrained() {
-			if turn == nil {
-				turn = &heldBackTurn{class: constraintClass(req.opts)}
-			}
-			sh.holdBack(turn)
 			if err := c.preWait(ctx, s, pool, req.opts, w, turn); err != nil {
 				return nil, err
 			}
@@ -88,6 +87,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		if !errors.Is(err, errStepOut) {
 			return nil, err
 		}
+		sh.steppedOut(turn)
 		// A fresh name, so a fresh queue key at the back. Its waiting record
 		// keeps the first name, so neither is reused (names.go).
 		req.spoil()
@@ -100,8 +100,8 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 var errStepOut = errors.New("coordinator: step out of line")
 
 // preWait blocks, off the queue, until the claimant's own constraints
-// (tenant limit, instance selector) would admit it and it is the first of
-// this process's held-back waiters of its class (turn, heldback.go);
+// (tenant limit, instance selector) would admit it and no earlier waiter
+// of its class in this process is to go first (turn, heldback.go);
 // meanwhile its waiting record says why it waits. It fails at once when
 // the spec denies the claimant's tenant (NoSeatError.Never).
 func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions, w *waitTracker, turn *heldBackTurn) error {
@@ -110,14 +110,14 @@ func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o cl
 		if err := live.denied(o); err != nil {
 			return func(context.Context) (bool, error) { return false, err }
 		}
-		if live.ownFits(o) {
-			if !sh.mayJoin(turn, live, o) { // under sh.mu, as live is
-				return func(ctx context.Context) (bool, error) {
-					w.waitTurn(ctx)
-					return false, nil
-				}
-			}
+		if sh.mayJoin(turn, live, o) { // under sh.mu, as live is
 			return func(context.Context) (bool, error) { return true, nil }
+		}
+		if live.ownFits(o) { // but earlier waiters of its class go first
+			return func(ctx context.Context) (bool, error) {
+				w.waitTurn(ctx)
+				return false, nil
+			}
 		}
 		status := live.heldBackStatus(o)
 		return func(ctx context.Context) (bool, error) {

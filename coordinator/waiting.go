@@ -255,12 +255,13 @@ func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
 
 // waitTurn records that the claim, which its own constraints admit, waits
 // off the line while earlier waiters of its class in this process go
-// first (heldback.go). A record already written stays as it is: the wait
+// first (heldback.go). A record known to be written stays as it is (its
+// reason may then be the one that held the claim back before): the wait
 // is mostly short, and rewriting the record of every held-back waiter of
 // a tenant at each of its releases would cost a write per waiter. A claim
-// with no record yet gets one, so that it is not invisible meanwhile.
+// with none known gets one, so that it is not invisible meanwhile.
 func (w *waitTracker) waitTurn(ctx context.Context) {
-	if w.maybe {
+	if w.written != "" {
 		w.set(heldBackTurnStatus)
 		return
 	}
