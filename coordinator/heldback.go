@@ -7,42 +7,53 @@ import (
 	"slices"
 )
 
-// Held-back waiters of one process rejoin in arrival order. A waiter held
-// back off the line by its own tenant limit or instance selector
-// (queue.go) joins the line when its constraints would admit it. When a
-// tenant's seat frees, every held-back waiter of that tenant sees it in
-// the same change of the pool; if each then joined at once, they would
-// join in the order the Go scheduler runs them, which is often the last
-// one woken first (TestHeldBackRejoinInArrivalOrder granted the fourth
-// waiter of four first). So within a process, the held-back waiters of one
-// constraint class (the same tenant, instance and labels: constraints
-// that admit them alike) take turns:
+// Held-back waiters of one Coordinator rejoin in arrival order, one at a
+// time. A waiter held back off the line by its own tenant limit or
+// instance selector (queue.go) joins the line when its constraints would
+// admit it. When a tenant's seat frees, every held-back waiter of that
+// tenant sees it in the same change of the pool. If each then joined at
+// once, they would join in the order the Go scheduler runs them, often the
+// last one woken first (TestHeldBackRejoinInArrivalOrder served four
+// waiters of one tenant last-arrived first), and all but one would step
+// out of line again at the head: a release of the tenant's seat cost every
+// held-back waiter two txns (TestHeldBackWaitersNoHerd: 41 txns for 20
+// waiters; 3 now). So the held-back waiters of one constraint class (the
+// same tenant, instance and labels: constraints that admit them alike)
+// take turns:
 //
-//   - only the first to arrive of those held back joins the line;
-//   - the next one joins once the earlier ones that joined from being held
-//     back leave room: their enqueue txns returned, and its constraints
-//     admit more claims than they are (ownRoom), or they were granted or
-//     left;
-//   - a waiter of the class that arrives meanwhile, and a claim made
-//     meanwhile in the process, do not go before them: a waiter waits its
-//     turn, and a claim without WithWait is refused as when others wait in
-//     line (sharedState.plan).
+//   - a listed waiter joins the line when its constraints admit more
+//     claims than there are waiters of its class ahead of it: those listed
+//     before it, and those that joined from the list and are still in
+//     line. With room for one, that is the first, then the next once the
+//     first is granted or gone;
+//   - a waiter of the class that arrives while others are listed, and a
+//     claim of the class made meanwhile, do not go before them: a waiter
+//     is listed behind them, and a claim without WithWait is refused as
+//     when others wait in line (sharedState.plan).
 //
-// A waiter that its constraints admit when it arrives, while none of its
-// class is held back, joins the line at once, as any waiter does: FIFO
-// among waiters that can be served is the line's.
+// A waiter that its constraints admit when it arrives, none of its class
+// being listed, joins the line at once, as any waiter does.
 //
-// What it does not do: order held-back waiters of different processes, or
-// of different classes, which join in the order they react; or stop a
-// claim of another process from taking the freed seat first (README,
-// Known limits). The order is kept in memory only: it costs no RPC and
-// no key, and a process that dies takes its waiters' turns with it.
+// What it does not do:
+//   - order held-back waiters of different Coordinators (processes), or of
+//     different classes, which join in the order they react; or stop a
+//     claim of another Coordinator from taking the freed seat first;
+//   - keep a held-back waiter's place against other classes: it joins the
+//     line at the back when its turn comes, behind waiters of other
+//     classes that arrived while its class's room was taken;
+//   - order waiters that join at once because their room admits them all
+//     (a limit raised, say): they join in the order they react.
+//
+// The turns are kept in memory, per Coordinator and pool. They cost no
+// RPC of their own; a waiter listed behind others that has no waiting
+// record yet writes one (waitTurn), so that it is not invisible.
 
 // heldBackTurn is a constrained waiter's turn among this process's
 // waiters of its class on a pool, kept across its steps out of line.
 type heldBackTurn struct {
 	class  string // constraintClass of its options
 	seq    uint64 // arrival order in this process
+	listed bool   // it is among the held-back waiters of its class
 	inLine bool   // it joined the line from being held back, and is there
 }
 
@@ -68,27 +79,29 @@ func (sh *sharedState) arrive(o claimOptions) *heldBackTurn {
 // mayJoin reports whether t, a waiter with options o off the line, may
 // join it now on live, and lists t among the held-back waiters of its
 // class unless it joins as one that none of its class is held back
-// before. Under sh.mu (from a feed look).
+// before. A listed turn may join when its constraints admit more claims
+// than there are waiters of its class ahead of it: those listed before it
+// and those that joined from the list and are in line. Under sh.mu (from
+// a feed look); O(log n) in the n listed.
 func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions) bool {
 	turns := sh.heldBack[t.class]
-	listed := slices.Contains(turns, t)
 	fits := live.ownFits(o)
-	if fits && !listed && len(turns) == 0 {
+	if fits && !t.listed && len(turns) == 0 {
 		return true
 	}
-	if !listed {
-		i, _ := slices.BinarySearchFunc(turns, t.seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	i, _ := slices.BinarySearchFunc(turns, t.seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	if !t.listed {
 		if sh.heldBack == nil {
 			sh.heldBack = map[string][]*heldBackTurn{}
 		}
-		turns = slices.Insert(turns, i, t)
-		sh.heldBack[t.class] = turns
+		sh.heldBack[t.class] = slices.Insert(turns, i, t)
+		t.listed = true
 	}
-	if !fits || turns[0] != t {
+	if !fits {
 		return false
 	}
-	k := sh.inLine[t.class]
-	return k == 0 || live.ownRoom(o) > k
+	ahead := i + sh.inLine[t.class]
+	return ahead == 0 || live.ownRoom(o) > ahead
 }
 
 // joined notes that t's enqueue txn committed. A turn held back before
@@ -141,11 +154,12 @@ func (sh *sharedState) done(t *heldBackTurn) {
 // unlist removes t from the held-back waiters of its class, and reports
 // whether it was there.
 func (sh *sharedState) unlist(t *heldBackTurn) bool {
-	turns := sh.heldBack[t.class]
-	i := slices.Index(turns, t)
-	if i < 0 {
+	if !t.listed {
 		return false
 	}
+	t.listed = false
+	turns := sh.heldBack[t.class]
+	i, _ := slices.BinarySearchFunc(turns, t.seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
 	if turns = slices.Delete(turns, i, i+1); len(turns) == 0 {
 		delete(sh.heldBack, t.class)
 	} else {
@@ -191,6 +205,6 @@ func (sh *sharedState) heldBackAhead(o claimOptions) error {
 }
 
 // heldBackTurnStatus is the status of a held-back waiter whose constraints
-// admit it while earlier ones of its class go first.
+// admit it while earlier ones of its class go first, when it has no other.
 var heldBackTurnStatus = WaitStatus{Reason: WaitQueue,
 	Detail: "earlier claimants of this process with the same tenant and instance selector go first"}

@@ -199,3 +199,57 @@ func TestAdmittedWaitersKeepLineOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldBackWaitersNoHerd: a release of a tenant's seat costs the
+// process a few txns whatever the number of the tenant's held-back
+// waiters: only the first joins the line. (When each joined as soon as its
+// limit admitted it, a release cost every held-back waiter an enqueue and,
+// all but the one served, a step out of line again: about 40 txns for
+// 20 waiters.)
+func TestHeldBackWaitersNoHerd(t *testing.T) {
+	const waiters = 20
+	var txns atomic.Int64
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := req.(*pb.TxnRequest); ok {
+			txns.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli := newObservedClient(t, newClient(t).Endpoints()[0], ic)
+	prefixSeq++
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
+	s := testkit.Session(t, cli, 30*time.Second)
+	held := mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("a"), coordinator.WithHolder("h"))
+	granted := make(chan *coordinator.Claim, waiters)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop() // the waiters end before their session closes
+	for i := range waiters {
+		go func() {
+			cl, err := c.Claim(wctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("a"), coordinator.WithHolder(fmt.Sprint("w", i)))
+			if err != nil {
+				if wctx.Err() == nil {
+					t.Error(err)
+				}
+				return
+			}
+			granted <- cl
+		}()
+	}
+	heldBackCount(t, c, "p", waiters)
+	for round := range 3 {
+		before := txns.Load()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held = <-granted
+		heldBackCount(t, c, "p", waiters-1-round)
+		time.Sleep(200 * time.Millisecond) // let any waiter that would act, act
+		n := txns.Load() - before
+		t.Logf("round %d: %d txns", round, n)
+		if n > 6 {
+			t.Fatalf("round %d: a release with %d held-back waiters of its tenant cost %d txns; want at most 6", round, waiters-round, n)
+		}
+	}
+}
