@@ -99,13 +99,7 @@ func TestFreshClaimWaitsForHeldBack(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli := newObservedClient(t, newClient(t).Endpoints()[0], ic)
-	prefixSeq++
-	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)))
-	ctx := testkit.Ctx(t, 60*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
-	s := testkit.Session(t, cli, 30*time.Second)
-	held := mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("a"), coordinator.WithHolder("h"))
+	c, s, held, ctx := tenantPoolHeld(t, ic)
 	order := make(chan string, 2)
 	errs := make(chan error, 2)
 	waiter := func(name string) {
@@ -215,13 +209,7 @@ func TestHeldBackWaitersNoHerd(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cli := newObservedClient(t, newClient(t).Endpoints()[0], ic)
-	prefixSeq++
-	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)))
-	ctx := testkit.Ctx(t, 60*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
-	s := testkit.Session(t, cli, 30*time.Second)
-	held := mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("a"), coordinator.WithHolder("h"))
+	c, s, held, ctx := tenantPoolHeld(t, ic)
 	granted := make(chan *coordinator.Claim, waiters)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop() // the waiters end before their session closes
@@ -252,4 +240,19 @@ func TestHeldBackWaitersNoHerd(t *testing.T) {
 			t.Fatalf("round %d: a release with %d held-back waiters of its tenant cost %d txns; want at most 6", round, waiters-round, n)
 		}
 	}
+}
+
+// tenantPoolHeld creates pool "p" of 4 seats with a tenant limit of 1 on a
+// Coordinator whose client's unary RPCs pass through ic, and fills tenant
+// "a"'s seat. It returns the Coordinator, a session, the holder of that
+// seat and the test's ctx.
+func tenantPoolHeld(t *testing.T, ic grpc.UnaryClientInterceptor) (*coordinator.Coordinator, *coordinator.Session, *coordinator.Claim, context.Context) {
+	t.Helper()
+	cli := newObservedClient(t, newClient(t).Endpoints()[0], ic)
+	prefixSeq++
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
+	s := testkit.Session(t, cli, 30*time.Second)
+	return c, s, mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("a"), coordinator.WithHolder("h")), ctx
 }
