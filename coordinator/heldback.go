@@ -7,8 +7,8 @@ import (
 	"slices"
 )
 
-// Held-back waiters of one Coordinator rejoin in arrival order, one at a
-// time. A waiter held back off the line by its own tenant limit or
+// Held-back waiters of one Coordinator rejoin in arrival order, as many at
+// a time as their constraints admit. A waiter held back off the line by its own tenant limit or
 // instance selector (queue.go) joins the line when its constraints would
 // admit it. When a tenant's seat frees, every held-back waiter of that
 // tenant sees it in the same change of the pool. If each then joined at
@@ -25,7 +25,7 @@ import (
 //     claims than there are waiters of its class ahead of it: those listed
 //     before it, and those that joined from the list and are still in
 //     line. With room for one, that is the first, then the next once the
-//     first is granted or gone;
+//     first is granted, gone or out of line again (barred at the head);
 //   - a waiter of the class that arrives while others are listed, and a
 //     claim of the class made meanwhile, do not go before them: a waiter
 //     is listed behind them, and a claim without WithWait is refused as

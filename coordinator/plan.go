@@ -264,7 +264,10 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 		}
 	}
 	if best == nil {
-		if s.anyFits(claimOptions{}) {
+		// Its own selector bars it when a claim without one could take a
+		// seat now: on a free instance, or anonymous in a pool that binds
+		// none (its instances gone). Else every instance is full.
+		if !s.bound() || s.anyFits(claimOptions{}) {
 			return &NoSeatError{Pool: s.pool, Reason: WaitNoMatchingInstance,
 				Detail: fmt.Sprintf("no ready instance with a free seat matches in pool %q", s.pool)}
 		}
