@@ -125,7 +125,7 @@ func TestExplainUsage(t *testing.T) {
 	r := h.run("explain", "p", "--labels", "zone=a", "-o", "json")
 	r.want(t, ExitTimeout) // no instance carries zone=a
 	var e explainView
-	if err := json.Unmarshal([]byte(r.out), &e); err != nil || e.Labels["zone"] != "a" || e.Blockers[0].Reason != string(coordinator.WaitInstancesFull) {
+	if err := json.Unmarshal([]byte(r.out), &e); err != nil || e.Labels["zone"] != "a" || e.Blockers[0].Reason != string(coordinator.WaitNoMatchingInstance) {
 		t.Fatalf("explain --labels zone=a: %+v, %v", e, err)
 	}
 }
