@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,14 +9,24 @@ import (
 )
 
 // idle notes, after each revision the history applied, whether a seat is
-// free while a waiter waits (the chaos pool binds no instances and its
-// claimants have no tenant, so any waiter could take any free seat).
+// free while a waiter waits that may take it: the chaos pool binds no
+// instances, so that is a waiter in line or held back (its waiting/
+// record) whose tenant, if any, holds fewer seats than its limit.
 func (ch *chaos) idle(now time.Time) {
 	h := ch.hist
-	free := h.spec().Capacity - h.held()
+	spec := h.spec()
+	free := spec.Capacity - h.held()
+	tenants := h.count("tenants/")
 	waiting := 0
-	for k := range h.kvs {
-		if strings.HasPrefix(k, h.prefix+"queue/") {
+	for k, kv := range h.kvs {
+		if !strings.HasPrefix(k, h.prefix+"queue/") && !strings.HasPrefix(k, h.prefix+"waiting/") {
+			continue
+		}
+		var w struct{ Tenant string }
+		if json.Unmarshal(kv.Value, &w) != nil {
+			continue
+		}
+		if limit, limited := spec.LimitFor(w.Tenant); !limited || tenants[w.Tenant] < limit {
 			waiting++
 		}
 	}

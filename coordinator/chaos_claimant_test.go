@@ -43,6 +43,7 @@ type claimantConfig struct {
 	TTL       time.Duration `json:"ttl"`
 	Fenced    string        `json:"fenced"` // prefix of the fenced downstream keys
 	Workers   int           `json:"workers"`
+	Tenants   []string      `json:"tenants"` // worker i's tenant, "" (or none listed): none
 }
 
 // claimantEvent is one line of a claimant's report.
@@ -125,7 +126,11 @@ func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			work(ctx, c, cli, fmt.Sprintf("%s.%d", cfg.ID, w), cfg, rep)
+			tenant := ""
+			if w < len(cfg.Tenants) {
+				tenant = cfg.Tenants[w]
+			}
+			work(ctx, c, cli, fmt.Sprintf("%s.%d", cfg.ID, w), tenant, cfg, rep)
 		}()
 	}
 	wg.Wait()
@@ -134,7 +139,7 @@ func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
 
 // work is one claimant of the process: a session, renewed when it ends, and
 // holdOnce until ctx ends.
-func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, holder string, cfg claimantConfig, rep *reporter) {
+func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, holder, tenant string, cfg claimantConfig, rep *reporter) {
 	var s *coordinator.Session
 	for ctx.Err() == nil {
 		if s == nil || s.Err() != nil {
@@ -148,7 +153,7 @@ func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client,
 				continue
 			}
 		}
-		holdOnce(ctx, c, cli, s, holder, cfg, rep)
+		holdOnce(ctx, c, cli, s, holder, tenant, cfg, rep)
 	}
 	if s != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -162,12 +167,12 @@ func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client,
 // up to 300 ms, in its wait or in a txn, as a caller whose deadline passed:
 // what it leaves (a queue key, a seat granted as it left) must not hold up
 // the others.
-func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, holder string, cfg claimantConfig, rep *reporter) {
+func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, holder, tenant string, cfg claimantConfig, rep *reporter) {
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if rand.IntN(giveUpOdds) == 0 {
 		cctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(300))*time.Millisecond)
 	}
-	cl, err := c.Claim(cctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(holder))
+	cl, err := c.Claim(cctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(holder), coordinator.WithTenant(tenant))
 	gaveUp := cctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if err != nil {

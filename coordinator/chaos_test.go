@@ -24,7 +24,10 @@ import (
 
 // TestChaos runs claimant processes (six, of two claimants each, sharing
 // the process's Coordinator; one claim in four gives up after up to
-// 300 ms) against a 3-member etcd cluster of
+// 300 ms; in every other process both claimants are of tenant "t", in the
+// others one is, and the pool admits 2 seats per tenant, so held-back
+// waiters take turns within a process and race across them) against a
+// 3-member etcd cluster of
 // member processes while a nemesis kills and pauses etcd members and
 // claimants, cuts claimants off, compacts, and changes capacity. Then the
 // checkers replay etcd's history and the claimants' reports:
@@ -62,6 +65,10 @@ const (
 	// chaosWorkers is the claimants (sessions) in each claimant process.
 	chaosWorkers = 2
 	chaosFenced  = "/chaos-fenced/"
+	// chaosTenant is the tenant of some claimants (spawn), held to
+	// chaosTenantLimit seats.
+	chaosTenant      = "t"
+	chaosTenantLimit = 2
 )
 
 type chaos struct {
@@ -104,7 +111,7 @@ func newChaos(t *testing.T) *chaos {
 	pc := etcdtest.StartProcs(t, 3)
 	cli := pc.Client(t)
 	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(chaosPrefix))
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+	testkit.CreatePool(t, c, "p", chaosSpec(3))
 	wctx, stop := context.WithCancel(context.Background())
 	h, wch := watchHistoryUnder(wctx, t, cli, chaosPrefix, chaosPrefix+"/pools/p/")
 	h.fenced = chaosFenced
@@ -125,8 +132,12 @@ func (ch *chaos) spawn() {
 		cp.proxies = append(cp.proxies, p)
 		eps = append(eps, p.URL())
 	}
+	tenants := []string{"", chaosTenant} // worker 1 of every process
+	if ch.seq%2 == 0 {
+		tenants[0] = chaosTenant
+	}
 	cfg, _ := json.Marshal(claimantConfig{ID: id, Endpoints: eps, Prefix: chaosPrefix, Pool: "p", TTL: chaosTTL, Fenced: chaosFenced,
-		Workers: chaosWorkers})
+		Workers: chaosWorkers, Tenants: tenants})
 	cp.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	cp.cmd.Env = append(os.Environ(), claimantEnv+"="+string(cfg))
 	cp.cmd.Stderr = os.Stderr
@@ -299,7 +310,7 @@ func (ch *chaos) nemesis(ctx context.Context) {
 			}
 		default:
 			n := 1 + rand.IntN(4)
-			if _, err := ch.c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: n}, 0); err == nil {
+			if _, err := ch.c.UpdatePool(ctx, "p", chaosSpec(n), 0); err == nil {
 				ch.fault(fmt.Sprintf("capacity-change to %d", n))
 			}
 		}
@@ -411,4 +422,9 @@ func (ch *chaos) waitHistory() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	ch.t.Fatalf("history did not reach revision %d", end.Header.Revision)
+}
+
+// chaosSpec is the chaos pool's spec at capacity n.
+func chaosSpec(n int) coordinator.PoolSpec {
+	return coordinator.PoolSpec{Capacity: n, TenantLimit: chaosTenantLimit}
 }
