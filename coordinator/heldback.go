@@ -205,6 +205,8 @@ func (sh *sharedState) heldBackAhead(o claimOptions) error {
 }
 
 // heldBackTurnStatus is the status of a held-back waiter whose constraints
-// admit it while earlier ones of its class go first, when it has no other.
+// admit it: it joins the line, after the earlier waiters of its class in
+// its process. Queue says it of any held-back waiter whose constraints
+// admit it, as a process that does not hold the turns sees it.
 var heldBackTurnStatus = WaitStatus{Reason: WaitQueue,
-	Detail: "earlier claimants of this process with the same tenant and instance selector go first"}
+	Detail: "its own limits admit it: it joins the line after the earlier waiters of its tenant and instance selector in its process"}

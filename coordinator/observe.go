@@ -165,7 +165,7 @@ func heldBackOf(st *poolState) []Waiter {
 		_ = json.Unmarshal(kv.Value, &rec)
 		w := waiterOf(st.pool, -1, rec.waiterRecord, kv)
 		o := claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}
-		ws := WaitStatus{Reason: rec.Reason, Detail: rec.Detail} // as it last recorded
+		ws := heldBackTurnStatus // its turn, or about to join (heldback.go)
 		if !st.ownFits(o) {
 			ws = st.heldBackStatus(o)
 		}

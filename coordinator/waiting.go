@@ -254,14 +254,16 @@ func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
 }
 
 // waitTurn records that the claim, which its own constraints admit, waits
-// off the line while earlier waiters of its class go first (heldback.go).
-// A claim whose record is known to be written keeps it, and the status it
-// reports with it, so that Queue and WithWaitStatus agree: rewriting the
-// record of every held-back waiter of a tenant at each of its releases
-// would cost a write per waiter. A claim with none known gets one, with
-// heldBackTurnStatus, so that it is not invisible meanwhile.
+// off the line while earlier waiters of its class go first (heldback.go):
+// heldBackTurnStatus, which Queue shows for it too. A claim whose record is
+// known to be written keeps it as it is: Queue reads the record's reason
+// only while the claim's constraints bar it, and rewriting the record of
+// every held-back waiter of a tenant at each of its releases would cost a
+// write per waiter. A claim with none known gets one, so that it is not
+// invisible meanwhile.
 func (w *waitTracker) waitTurn(ctx context.Context) {
 	if w.written != "" {
+		w.set(heldBackTurnStatus)
 		return
 	}
 	w.heldBack(ctx, heldBackTurnStatus)
