@@ -77,19 +77,18 @@ func (sh *sharedState) arrive(o claimOptions) *heldBackTurn {
 }
 
 // mayJoin reports whether t, a waiter with options o off the line, may
-// join it now on live, and lists t among the held-back waiters of its
-// class unless it joins as one that none of its class is held back
-// before. A listed turn may join when its constraints admit more claims
-// than there are waiters of its class ahead of it: those listed before it
-// and those that joined from the list and are in line. Under sh.mu (from
-// a feed look); O(log n) in the n listed.
-func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions) bool {
+// join it now on live, where fits is live.ownFits(o), and lists t among
+// the held-back waiters of its class unless it joins as one that none of
+// its class is held back before. A listed turn may join when its
+// constraints admit more claims than there are waiters of its class ahead
+// of it: those listed before it and those that joined from the list and
+// are in line. Under sh.mu (from a feed look); O(log n) in the n listed.
+func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) bool {
 	turns := sh.heldBack[t.class]
-	fits := live.ownFits(o)
 	if fits && !t.listed && len(turns) == 0 {
 		return true
 	}
-	i, _ := slices.BinarySearchFunc(turns, t.seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	i := turnIndex(turns, t.seq)
 	if !t.listed {
 		if sh.heldBack == nil {
 			sh.heldBack = map[string][]*heldBackTurn{}
@@ -101,7 +100,14 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions)
 		return false
 	}
 	ahead := i + sh.inLine[t.class]
-	return ahead == 0 || live.ownRoom(o) > ahead
+	return ahead == 0 || live.ownRoom(o, ahead+1) > ahead
+}
+
+// turnIndex is where the turn of arrival seq is, or goes, in turns, which
+// are in arrival order.
+func turnIndex(turns []*heldBackTurn, seq uint64) int {
+	i, _ := slices.BinarySearchFunc(turns, seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	return i
 }
 
 // joined notes that t's enqueue txn committed. A turn held back before
@@ -159,7 +165,7 @@ func (sh *sharedState) unlist(t *heldBackTurn) bool {
 	}
 	t.listed = false
 	turns := sh.heldBack[t.class]
-	i, _ := slices.BinarySearchFunc(turns, t.seq, func(x *heldBackTurn, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	i := turnIndex(turns, t.seq)
 	if turns = slices.Delete(turns, i, i+1); len(turns) == 0 {
 		delete(sh.heldBack, t.class)
 	} else {

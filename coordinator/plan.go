@@ -3,7 +3,6 @@ package coordinator
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -301,36 +300,29 @@ func (s *poolState) anyFits(o claimOptions) bool {
 // ownFits reports whether the claimant's own constraints (tenant limit,
 // instance selector) would let it take a seat now, ignoring pool capacity
 // and the queue.
-func (s *poolState) ownFits(o claimOptions) bool {
-	if s.specKV == nil || s.specErr != nil {
-		return true // let the claim path report it
-	}
-	if limit, limited := s.spec.LimitFor(o.tenant); limited && len(s.tenants[o.tenant]) >= limit {
-		return false
-	}
-	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
-		return true
-	}
-	return s.anyFits(o)
-}
+func (s *poolState) ownFits(o claimOptions) bool { return s.ownRoom(o, 1) > 0 }
 
 // ownRoom returns how many more claims with options o their own
-// constraints admit now, ignoring pool capacity and the queue: the free
-// slots of o's tenant, and of the instances o may bind to (ownFits is
-// ownRoom > 0).
-func (s *poolState) ownRoom(o claimOptions) int {
+// constraints admit now, ignoring pool capacity and the queue, counted up
+// to need: the free slots of o's tenant, and of the instances o may bind
+// to. It stops looking at instances once it has counted need. A spec it
+// cannot read admits any (the claim path reports it).
+func (s *poolState) ownRoom(o claimOptions, need int) int {
 	if s.specKV == nil || s.specErr != nil {
-		return math.MaxInt
+		return need
 	}
-	room := math.MaxInt
+	room := need
 	if limit, limited := s.spec.LimitFor(o.tenant); limited {
-		room = max(0, limit-len(s.tenants[o.tenant]))
+		room = min(room, max(0, limit-len(s.tenants[o.tenant])))
 	}
-	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
+	if room == 0 || !s.bound() && o.instance == "" && len(o.labels) == 0 {
 		return room
 	}
 	free := 0
 	for id, in := range s.instances {
+		if free >= room {
+			break
+		}
 		if s.fits(id, in, o) {
 			free += in.Seats - len(s.binds[id])
 		}

@@ -62,7 +62,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 	}
 	defer sh.done(turn)
 	for {
-		if req.opts.constrained() {
+		if turn != nil {
 			if err := c.preWait(ctx, s, pool, req.opts, w, turn); err != nil {
 				return nil, err
 			}
@@ -110,10 +110,11 @@ func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o cl
 		if err := live.denied(o); err != nil {
 			return func(context.Context) (bool, error) { return false, err }
 		}
-		if sh.mayJoin(turn, live, o) { // under sh.mu, as live is
+		fits := live.ownFits(o)
+		if sh.mayJoin(turn, live, o, fits) { // under sh.mu, as live is
 			return func(context.Context) (bool, error) { return true, nil }
 		}
-		if live.ownFits(o) { // but earlier waiters of its class go first
+		if fits { // but earlier waiters of its class go first
 			return func(ctx context.Context) (bool, error) {
 				w.waitTurn(ctx)
 				return false, nil
