@@ -263,10 +263,7 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 		}
 	}
 	if best == nil {
-		// Its own selector bars it when a claim without one could take a
-		// seat now: on a free instance, or anonymous in a pool that binds
-		// none (its instances gone). Else every instance is full.
-		if !s.bound() || s.anyFits(claimOptions{}) {
+		if s.selectorBars() {
 			return &NoSeatError{Pool: s.pool, Reason: WaitNoMatchingInstance,
 				Detail: fmt.Sprintf("no ready instance with a free seat matches in pool %q", s.pool)}
 		}
@@ -287,6 +284,13 @@ func (s *poolState) fits(id string, in Instance, o claimOptions) bool {
 		in.Matches(o.labels) && len(s.binds[id]) < in.Seats
 }
 
+// selectorBars reports whether, when no instance that a claim selects has
+// a free seat, its own selector is what bars it (no_matching_instance): a
+// claim without one could take a seat now, on a free instance, or
+// anonymous in a pool that binds none (its instances gone). Else every
+// instance is full, for every claim alike (instances_full).
+func (s *poolState) selectorBars() bool { return !s.bound() || s.anyFits(claimOptions{}) }
+
 // anyFits reports whether some instance fits a claim with options o.
 func (s *poolState) anyFits(o claimOptions) bool {
 	for id, in := range s.instances {
@@ -303,10 +307,17 @@ func (s *poolState) anyFits(o claimOptions) bool {
 func (s *poolState) ownFits(o claimOptions) bool { return s.ownRoom(o, 1) > 0 }
 
 // ownRoom returns how many more claims with options o their own
-// constraints admit now, ignoring pool capacity and the queue, counted up
-// to need: the free slots of o's tenant, and of the instances o may bind
-// to. It stops looking at instances once it has counted need. A spec it
-// cannot read admits any (the claim path reports it).
+// constraints admit now, ignoring the queue and what bars every claim
+// alike, counted up to need: the free slots of o's tenant, and, for a
+// claim with an instance selector, the free seats of the instances it
+// selects. It stops looking at instances once it has counted need. A spec
+// it cannot read admits any (the claim path reports it).
+//
+// Full instances are the selector's doing only when a claim without one
+// could bind now, the rule planInstance reports by (no_matching_instance
+// against instances_full): while every instance is full, or for a claim
+// without a selector, they bar every claim alike, like the pool's
+// capacity, and the claim waits in line, keeping its place.
 func (s *poolState) ownRoom(o claimOptions, need int) int {
 	if s.specKV == nil || s.specErr != nil {
 		return need
@@ -315,8 +326,11 @@ func (s *poolState) ownRoom(o claimOptions, need int) int {
 	if limit, limited := s.spec.LimitFor(o.tenant); limited {
 		room = min(room, max(0, limit-len(s.tenants[o.tenant])))
 	}
-	if room == 0 || !s.bound() && o.instance == "" && len(o.labels) == 0 {
+	if room == 0 || o.instance == "" && len(o.labels) == 0 {
 		return room
+	}
+	if _, ok := s.instances[o.instance]; o.instance != "" && !ok {
+		return 0 // ErrInstanceNotFound, its own (planInstance)
 	}
 	free := 0
 	for id, in := range s.instances {
@@ -326,6 +340,9 @@ func (s *poolState) ownRoom(o claimOptions, need int) int {
 		if s.fits(id, in, o) {
 			free += in.Seats - len(s.binds[id])
 		}
+	}
+	if free == 0 && !s.selectorBars() {
+		return room // every instance is full: not the selector's doing
 	}
 	return min(room, free)
 }

@@ -111,8 +111,9 @@ func (s *poolState) denied(o claimOptions) error {
 // ownBar returns what bars a claim with options o by its own tenant and
 // instance selector now, as the planner's tenant and instance steps say
 // it (a NoSeatError, or ErrInstanceNotFound), or nil. It ignores the
-// queue and the pool's capacity. Like ownFits, it counts "no ready
-// instance has a free seat" against a claim that binds to instances.
+// queue and the pool's capacity. When every instance is full it returns
+// that (instances_full), which bars every claim alike: not the claim's
+// own (ownLimit), and ownFits does not count it.
 func (s *poolState) ownBar(o claimOptions) error {
 	if s.specKV == nil || s.specErr != nil {
 		return nil
