@@ -36,7 +36,9 @@ import (
 // Order: the head plans for itself first, then for each waiter in arrival
 // order, on an exact snapshot, marking what each plan takes. A waiter that
 // its own tenant limit or instance selector bars is passed over (FIFO holds
-// among waiters that can be served); the first waiter refused for want of
+// among waiters that can be served; the grants behind a waiter passed over
+// at its tenant's limit prove on the server that it still is, passover.go);
+// the first waiter refused for want of
 // a seat ends the batch, and so does the first whose grant would take the
 // chain past etcd's limit on operations (txnOps).
 
@@ -93,6 +95,7 @@ func (s *poolState) planBatch(head claimRequest, limit int) (*claimPlan, error) 
 func (s *poolState) grantBehind(p *claimPlan, limit int) {
 	s.assume(p)
 	var gs []*claimPlan
+	var passed passedOver
 	left := limit - p.ownOps()
 	for _, kv := range s.waiters() {
 		if len(gs) == maxGrants {
@@ -104,15 +107,19 @@ func (s *poolState) grantBehind(p *claimPlan, limit int) {
 		}
 		g, err := s.plan(req)
 		if ownLimit(err) {
+			passed.pass(req.opts, err)
 			continue
 		}
 		if err != nil {
 			break
 		}
-		cost := max(len(g.cmps), len(g.ops)+1)
+		proof := passed.cmps(s) // passover.go
+		cost := max(len(g.cmps)+len(proof), len(g.ops)+1)
 		if cost > left {
 			break // the next head grants it
 		}
+		g.cmps = append(g.cmps, proof...)
+		passed.proven()
 		left -= cost
 		s.assume(g)
 		gs = append(gs, g)

@@ -111,6 +111,7 @@ func (s *poolState) planHandoff(h heldSeat) *claimPlan {
 	if s.rev == 0 || s.probed || len(s.queue) == 0 {
 		return nil // a probe shows neither the waiters' records nor their slots
 	}
+	var passed passedOver
 	for _, kv := range s.line { // in arrival order; nothing below changes the queue
 		req, ok := s.waiterRequest(kv)
 		if !ok || queueName(req.lease, req.nonce) == h.claim {
@@ -126,9 +127,13 @@ func (s *poolState) planHandoff(h heldSeat) *claimPlan {
 		}
 		restore := s.vacate(h)
 		p, err := s.plan(req)
+		if err == nil {
+			p.cmps = append(p.cmps, passed.cmps(s)...) // on s as the release leaves it (passover.go)
+		}
 		restore()
 		if ownLimit(err) {
-			continue // as in planBatch: FIFO among waiters that can be served
+			passed.pass(req.opts, err) // as in planBatch: FIFO among waiters that can be served
+			continue
 		}
 		if err != nil {
 			return nil

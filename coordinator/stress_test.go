@@ -256,29 +256,34 @@ func (h *history) checkFenced(evs []*clientv3.Event) {
 }
 
 // checkFIFO: a waiter granted a seat in this revision must not overtake an
-// older waiter that still waits and could have taken the seat. It is checked
-// where that is plain: both waiters unconstrained (no tenant, instance or
-// labels) in a pool with no instances.
+// older waiter still in line that could have taken the seat: one without an
+// instance selector, whose tenant has room after this revision (so it had
+// room for the seat before it, whatever this revision granted or freed).
+// A waiter passed over at its tenant's limit is proven so by the grants
+// behind it (passover.go); one passed over for its instance selector is
+// not, so waiters with a selector are not checked as the older one.
 func (h *history) checkFIFO(rev int64, left []*mvccpb.KeyValue, seatLeases map[int64]bool) {
-	if len(h.count("instances/")) > 0 {
-		return
-	}
-	free := func(kv *mvccpb.KeyValue) bool {
+	spec, tenants := h.spec(), h.count("tenants/")
+	servable := func(kv *mvccpb.KeyValue) bool {
 		var w struct {
 			Tenant, Instance string
 			Labels           map[string]string
 		}
-		return json.Unmarshal(kv.Value, &w) == nil && w.Tenant == "" && w.Instance == "" && len(w.Labels) == 0
+		if json.Unmarshal(kv.Value, &w) != nil || w.Instance != "" || len(w.Labels) > 0 {
+			return false
+		}
+		limit, limited := spec.LimitFor(w.Tenant)
+		return !limited || tenants[w.Tenant] < limit
 	}
 	for _, g := range left {
-		if !seatLeases[g.Lease] || !free(g) {
+		if !seatLeases[g.Lease] {
 			continue
 		}
 		h.fifo++
 		for k, kv := range h.kvs {
-			if strings.HasPrefix(k, h.prefix+"queue/") && kv.CreateRevision < g.CreateRevision && free(kv) {
-				h.t.Errorf("rev %d: waiter %s (rev %d) was granted while older waiter %s (rev %d) still waits",
-					rev, g.Key, g.CreateRevision, k, kv.CreateRevision)
+			if strings.HasPrefix(k, h.prefix+"queue/") && kv.CreateRevision < g.CreateRevision && servable(kv) {
+				h.t.Errorf("rev %d: waiter %s (rev %d) was granted while older waiter %s (rev %d, %s) still waits and could take the seat",
+					rev, g.Key, g.CreateRevision, k, kv.CreateRevision, kv.Value)
 			}
 		}
 	}
@@ -328,7 +333,7 @@ func TestStressHistory(t *testing.T) {
 	wg.Wait()
 	stop()
 	h.checkUntilNow(ctx, cli, wch)
-	t.Logf("history: %d grants checked, %d by claimants, %d claims timed out", h.grants, grants.Load(), timeouts.Load())
+	t.Logf("history: %d grants checked, %d of them for FIFO, %d by claimants, %d claims timed out", h.grants, h.fifo, grants.Load(), timeouts.Load())
 	if h.grants < target {
 		t.Fatalf("only %d grants in the history, want >= %d", h.grants, target)
 	}
