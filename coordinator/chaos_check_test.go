@@ -6,16 +6,23 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
 )
 
 // idle notes, after each revision the history applied, whether a seat is
-// free while a waiter waits that may take it: the chaos pool binds no
-// instances, so that is a waiter in line or held back (its waiting/
-// record) whose tenant, if any, holds fewer seats than its limit.
+// free while a waiter waits that may take it: a seat under the pool's
+// capacity on a ready instance with a free seat (or an anonymous one,
+// while no instance is registered: the agent's lease lost), and a waiter
+// in line or held back (its waiting/ record) whose tenant, if any, holds
+// fewer seats than its limit. The chaos claimants select no instance.
 func (ch *chaos) idle(now time.Time) {
 	h := ch.hist
 	spec := h.spec()
 	free := spec.Capacity - h.held()
+	if room, bound := h.instanceRoom(); bound {
+		free = min(free, room)
+	}
 	tenants := h.count("tenants/")
 	waiting := 0
 	for k, kv := range h.kvs {
@@ -52,8 +59,8 @@ func (ch *chaos) check() {
 	t.Logf("faults: %v", ch.faults)
 	slices.Sort(ch.timeline)
 	t.Logf("timeline:\n%s", strings.Join(ch.timeline, "\n"))
-	t.Logf("history: %d grants replayed (capacity at each), %d checked for FIFO, %d fenced writes, %d stale; %d claims given up by their callers",
-		h.grants, h.fifo, h.writes, h.stale, ch.count("gaveup"))
+	t.Logf("history: %d grants replayed (capacity at each), %d bound to an instance, %d checked for FIFO, %d fenced writes, %d stale; %d claims given up by their callers",
+		h.grants, h.bound, h.fifo, h.writes, h.stale, ch.count("gaveup"))
 	// A stall is what this catches (each stretch of a seat left free while
 	// someone waits is bounded by checkIdle). Runs grant 8-12 a second;
 	// one that the nemesis keeps at capacity 1 (holds of up to 200 ms)
@@ -186,4 +193,22 @@ func (ch *chaos) lossBeforeRegrant() (judged, excused int) {
 		}
 	}
 	return judged, excused
+}
+
+// instanceRoom returns the free seats of the ready instances, and whether
+// any instance is registered (else seats are anonymous).
+func (h *history) instanceRoom() (room int, bound bool) {
+	binds := h.count("binds/")
+	for k, kv := range h.kvs {
+		id, ok := strings.CutPrefix(k, h.prefix+"instances/")
+		if !ok {
+			continue
+		}
+		bound = true
+		var in coordinator.Instance
+		if json.Unmarshal(kv.Value, &in) == nil && in.State == coordinator.InstanceReady {
+			room += max(0, in.Seats-binds[id])
+		}
+	}
+	return room, bound
 }

@@ -26,7 +26,9 @@ import (
 // the process's Coordinator; one claim in four gives up after up to
 // 300 ms; in every other process both claimants are of tenant "t", in the
 // others one is, and the pool admits 2 seats per tenant, so held-back
-// waiters take turns within a process and race across them) against a
+// waiters take turns within a process and race across them; every seat
+// binds to one of two instances of 3 seats in all, kept registered by an
+// agent in the test process, chaos_agent_test.go) against a
 // 3-member etcd cluster of
 // member processes while a nemesis kills and pauses etcd members and
 // claimants, cuts claimants off, compacts, and changes capacity. Then the
@@ -187,6 +189,15 @@ func (cp *claimantProc) marked(from, to time.Time) bool {
 }
 
 func (ch *chaos) run(dur time.Duration) {
+	actx, stopAgent := context.WithCancel(context.Background())
+	registered, agentDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(agentDone); ch.agent(actx, registered) }()
+	defer func() { stopAgent(); <-agentDone }()
+	select {
+	case <-registered:
+	case <-time.After(30 * time.Second):
+		ch.t.Fatal("the chaos pool's instances were not registered within 30s")
+	}
 	for range 6 {
 		ch.spawn()
 	}

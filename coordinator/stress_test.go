@@ -29,6 +29,7 @@ type history struct {
 	kvs    map[string]*mvccpb.KeyValue
 	grants int
 	fifo   int // grants to a waiter checked for overtaking an older one
+	bound  int // grants bound to an instance, checked against its seats
 	rev    int64
 
 	// fenced, when set, is the prefix of keys written by holders in txns
@@ -180,6 +181,9 @@ func (h *history) revision(evs []*clientv3.Event) {
 					granted[sub] = map[string]bool{}
 				}
 				granted[sub][name] = true
+				if sub == "binds/" {
+					h.bound++
+				}
 			}
 		}
 	}
@@ -333,7 +337,7 @@ func TestStressHistory(t *testing.T) {
 	wg.Wait()
 	stop()
 	h.checkUntilNow(ctx, cli, wch)
-	t.Logf("history: %d grants checked, %d of them for FIFO, %d by claimants, %d claims timed out", h.grants, h.fifo, grants.Load(), timeouts.Load())
+	t.Logf("history: %d grants checked, %d bound to an instance, %d for FIFO, %d by claimants, %d claims timed out", h.grants, h.bound, h.fifo, grants.Load(), timeouts.Load())
 	if h.grants < target {
 		t.Fatalf("only %d grants in the history, want >= %d", h.grants, target)
 	}
