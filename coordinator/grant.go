@@ -96,6 +96,7 @@ func (s *poolState) grantBehind(p *claimPlan, limit int) {
 	s.assume(p)
 	var gs []*claimPlan
 	var passed passedOver
+	passed.took(p)
 	left := limit - p.ownOps()
 	for _, kv := range s.waiters() {
 		if len(gs) == maxGrants {
@@ -122,6 +123,7 @@ func (s *poolState) grantBehind(p *claimPlan, limit int) {
 		passed.proven()
 		left -= cost
 		s.assume(g)
+		passed.took(g)
 		gs = append(gs, g)
 	}
 	p.grants, p.chainOps = chain(gs), limit-left

@@ -79,14 +79,13 @@ func (c *Coordinator) handoff(h heldSeat, ops []clientv3.Op) (next *claimPlan, d
 }
 
 // fitsHandoff reports whether the release txn of h with ops and the
-// hand-off p counts fewer operations than the smallest such txn etcd has
-// refused as too many (always, until one was refused).
+// hand-off p counts at most etcd's default --max-txn-ops (a hand-off past
+// waiters whose bars it proves can count more, passover.go), and fewer
+// operations than the smallest such txn etcd has refused as too many.
 func (c *Coordinator) fitsHandoff(h heldSeat, ops []clientv3.Op, p *claimPlan) bool {
+	n := txnCount(c.releaseTxn(h, ops, p))
 	refused := c.handoffOps.Load()
-	if refused == 0 {
-		return true
-	}
-	return txnCount(c.releaseTxn(h, ops, p)) < int(refused)
+	return n <= maxTxnOps && (refused == 0 || n < int(refused))
 }
 
 // refusedHandoff records that etcd refused, as too many operations, a

@@ -26,52 +26,122 @@ import (
 // whole and is sent again alone (Claim.release). Either way the waiters
 // are planned again on a view that shows the freed slot.
 //
-// What is not proven: a waiter passed over for its instance selector. To
-// prove that no instance it selects has freed a seat would take a compare
-// per seat of every such instance. Such a waiter may be overtaken, within
-// that round trip, by a waiter behind it that any instance serves.
+// A waiter passed over for its instance selector (every instance it
+// selects is full or not ready, or the instance it names is not
+// registered) is proven likewise: no instance was registered or changed
+// since the view (one range compare on the instances' mod revisions), and
+// each instance it selects still has as many seats held as it has seats.
+//
+// A proof compares as many held slots as the bar needs (the tenant's
+// limit, the instance's seats), not every slot held, so that a tenant held
+// above a limit that shrank costs no more, and the release of a slot it
+// does not need leaves the grant alone. Slots a grant earlier in the same
+// batch takes are not compared: they are created by this very txn, if at
+// all (etcd evaluates every compare before any write). A grant whose proof
+// would take the chain past its limit on operations ends the batch, which
+// is FIFO-safe (the next head grants it); a hand-off that would count more
+// than etcd's default --max-txn-ops is not planned (fitsHandoff).
 
-// passedOver collects the tenants at their limit whose waiters a batch or
-// a hand-off passed over, and which of them the grants so far prove.
+// passedOver collects what bars the waiters a batch or a hand-off passed
+// over, and how much of it the grants so far prove.
 type passedOver struct {
-	tenants []string
-	proved  int // tenants[:proved] are proven by an earlier grant of the chain
+	bars      []passBar
+	proved    int             // bars[:proved] are proven by an earlier grant of the chain
+	instances bool            // the instances' compare is in the chain already
+	binds     map[string]bool // instances whose held seats are compared already
+	taken     map[string]bool // slot prefixes the batch's own grants take
+}
+
+// passBar is what bars one waiter passed over: its tenant at its limit, or
+// its instance selector.
+type passBar struct {
+	tenant string
+	sel    *claimOptions // instance and labels; nil for a tenant
 }
 
 // pass records that the waiter with options o was passed over for err, a
-// refusal by its own constraints (ownLimit).
+// refusal by its own constraints (ownLimit). A tenant denied outright
+// (limit 0) needs no proof: only a spec change, which every grant
+// compares, lifts that.
 func (po *passedOver) pass(o claimOptions, err error) {
 	var ns *NoSeatError
-	if errors.As(err, &ns) && ns.Reason == WaitTenantLimit && !slices.Contains(po.tenants, o.tenant) {
-		po.tenants = append(po.tenants, o.tenant)
+	switch {
+	case errors.As(err, &ns) && ns.Reason == WaitTenantLimit:
+		if !slices.ContainsFunc(po.bars, func(b passBar) bool { return b.sel == nil && b.tenant == o.tenant }) {
+			po.bars = append(po.bars, passBar{tenant: o.tenant})
+		}
+	case errors.As(err, &ns) && ns.Reason == WaitNoMatchingInstance, errors.Is(err, ErrInstanceNotFound):
+		po.bars = append(po.bars, passBar{sel: &claimOptions{instance: o.instance, labels: o.labels}})
 	}
 }
 
-// cmps returns the compares that prove, on the server, that the tenants
-// passed over since the last call still hold every slot they held in s.
-// The grant they join applies only if they hold; so do those nested in
-// it, which need no proof of their own. A slot taken by a grant earlier in
-// the same batch (assume: created after s.rev) is not compared: it is
-// created by this very txn, if at all.
+// took records the slots the plan p of the batch takes (poolState.assume).
+func (po *passedOver) took(p *claimPlan) {
+	for _, op := range p.ops {
+		if op.IsPut() {
+			if po.taken == nil {
+				po.taken = map[string]bool{}
+			}
+			po.taken[slotOf(string(op.KeyBytes()))] = true
+		}
+	}
+}
+
+// cmps returns the compares that prove, on the server, that what barred
+// the waiters passed over since the last call still bars them, as s shows
+// it. The grant they join applies only if they hold; so do those nested in
+// it, which need no proof of their own.
 func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
 	var cmps []clientv3.Cmp
-	for _, t := range po.tenants[po.proved:] {
-		held := s.tenants[t]
-		slots := make([]int, 0, len(held))
-		for n, rev := range held {
-			if rev <= s.rev {
-				slots = append(slots, n)
-			}
+	for _, b := range po.bars[po.proved:] {
+		if b.sel == nil {
+			limit, _ := s.spec.LimitFor(b.tenant)
+			cmps = append(cmps, po.heldCmps(s.k.tenants(s.pool, b.tenant), s.tenants[b.tenant], limit)...)
+			continue
 		}
-		slices.Sort(slots)
-		for _, n := range slots {
-			prefix := slotPrefix(s.k.tenants(s.pool, t), n)
-			cmps = append(cmps, revCmp(clientv3.CreateRevision(prefix), clientv3.GetPrefixRangeEnd(prefix), pb.Compare_EQUAL, held[n]))
+		if !po.instances {
+			po.instances = true
+			prefix := s.k.instances(s.pool)
+			cmps = append(cmps, revCmp(clientv3.ModRevision(prefix), clientv3.GetPrefixRangeEnd(prefix), pb.Compare_LESS, s.rev+1))
+		}
+		for _, id := range sortedKeys(s.instances) {
+			in := s.instances[id]
+			if po.binds[id] || b.sel.instance != "" && id != b.sel.instance || !in.Matches(b.sel.labels) {
+				continue
+			}
+			if po.binds == nil {
+				po.binds = map[string]bool{}
+			}
+			po.binds[id] = true
+			if in.State == InstanceReady { // else its state bars it, which the instances' compare proves
+				cmps = append(cmps, po.heldCmps(s.k.binds(s.pool, id), s.binds[id], in.Seats)...)
+			}
 		}
 	}
 	return cmps
 }
 
-// proven marks every tenant passed over so far as proven by the grant that
+// heldCmps compares that need of the slots of the set under prefix that s
+// shows held (slot -> create revision), the lowest, are still held by the
+// same keys; slots the batch itself takes count without a compare.
+func (po *passedOver) heldCmps(prefix string, held map[int]int64, need int) []clientv3.Cmp {
+	slots := make([]int, 0, len(held))
+	for n := range held {
+		if po.taken[slotPrefix(prefix, n)] {
+			need--
+		} else {
+			slots = append(slots, n)
+		}
+	}
+	slices.Sort(slots)
+	var cmps []clientv3.Cmp
+	for _, n := range slots[:max(0, min(need, len(slots)))] {
+		slot := slotPrefix(prefix, n)
+		cmps = append(cmps, revCmp(clientv3.CreateRevision(slot), clientv3.GetPrefixRangeEnd(slot), pb.Compare_EQUAL, held[n]))
+	}
+	return cmps
+}
+
+// proven marks everything passed over so far as proven by the grant that
 // took the compares cmps returned.
-func (po *passedOver) proven() { po.proved = len(po.tenants) }
+func (po *passedOver) proven() { po.proved = len(po.bars) }

@@ -302,8 +302,8 @@ func (s *poolState) anyFits(o claimOptions) bool {
 }
 
 // ownFits reports whether the claimant's own constraints (tenant limit,
-// instance selector) would let it take a seat now, ignoring pool capacity
-// and the queue.
+// instance selector) would let it take a seat now, ignoring the queue and
+// what bars every claim alike (ownRoom).
 func (s *poolState) ownFits(o claimOptions) bool { return s.ownRoom(o, 1) > 0 }
 
 // ownRoom returns how many more claims with options o their own
@@ -313,11 +313,14 @@ func (s *poolState) ownFits(o claimOptions) bool { return s.ownRoom(o, 1) > 0 }
 // selects. It stops looking at instances once it has counted need. A spec
 // it cannot read admits any (the claim path reports it).
 //
-// Full instances are the selector's doing only when a claim without one
-// could bind now, the rule planInstance reports by (no_matching_instance
-// against instances_full): while every instance is full, or for a claim
-// without a selector, they bar every claim alike, like the pool's
-// capacity, and the claim waits in line, keeping its place.
+// For a claim without a selector, full instances bar every claim alike,
+// like the pool's capacity: they are not its own, and it waits in line,
+// keeping its place (TestFullInstancesKeepArrivalOrder). A claim with a
+// selector is held back until an instance it selects has a free seat,
+// even while every instance is full: in line, it would step out at the
+// head each time an instance it does not select freed a seat, one txn and
+// one round trip per such waiter while that seat sat idle, and rejoin at
+// the back once the instances were full again.
 func (s *poolState) ownRoom(o claimOptions, need int) int {
 	if s.specKV == nil || s.specErr != nil {
 		return need
@@ -329,9 +332,6 @@ func (s *poolState) ownRoom(o claimOptions, need int) int {
 	if room == 0 || o.instance == "" && len(o.labels) == 0 {
 		return room
 	}
-	if _, ok := s.instances[o.instance]; o.instance != "" && !ok {
-		return 0 // ErrInstanceNotFound, its own (planInstance)
-	}
 	free := 0
 	for id, in := range s.instances {
 		if free >= room {
@@ -340,9 +340,6 @@ func (s *poolState) ownRoom(o claimOptions, need int) int {
 		if s.fits(id, in, o) {
 			free += in.Seats - len(s.binds[id])
 		}
-	}
-	if free == 0 && !s.selectorBars() {
-		return room // every instance is full: not the selector's doing
 	}
 	return min(room, free)
 }

@@ -260,24 +260,38 @@ func (h *history) checkFenced(evs []*clientv3.Event) {
 }
 
 // checkFIFO: a waiter granted a seat in this revision must not overtake an
-// older waiter still in line that could have taken the seat: one without an
-// instance selector, whose tenant has room after this revision (so it had
-// room for the seat before it, whatever this revision granted or freed).
-// A waiter passed over at its tenant's limit is proven so by the grants
-// behind it (passover.go); one passed over for its instance selector is
-// not, so waiters with a selector are not checked as the older one.
+// older waiter still in line that could have taken a seat: one whose
+// tenant has room after this revision and, if it selects instances, one of
+// which has a free seat after it. Such room was there before the
+// revision's grants too, or was freed by its release, whose hand-off plans
+// with that room (vacate), so the older waiter would have come first. A
+// waiter passed over for its tenant limit or its selector is proven still
+// barred by the grants behind it (passover.go).
 func (h *history) checkFIFO(rev int64, left []*mvccpb.KeyValue, seatLeases map[int64]bool) {
-	spec, tenants := h.spec(), h.count("tenants/")
+	spec, tenants, binds := h.spec(), h.count("tenants/"), h.count("binds/")
 	servable := func(kv *mvccpb.KeyValue) bool {
 		var w struct {
 			Tenant, Instance string
 			Labels           map[string]string
 		}
-		if json.Unmarshal(kv.Value, &w) != nil || w.Instance != "" || len(w.Labels) > 0 {
+		if json.Unmarshal(kv.Value, &w) != nil {
 			return false
 		}
-		limit, limited := spec.LimitFor(w.Tenant)
-		return !limited || tenants[w.Tenant] < limit
+		if limit, limited := spec.LimitFor(w.Tenant); limited && tenants[w.Tenant] >= limit {
+			return false
+		}
+		if w.Instance == "" && len(w.Labels) == 0 {
+			return true
+		}
+		for k, ikv := range h.kvs {
+			id, ok := strings.CutPrefix(k, h.prefix+"instances/")
+			var in coordinator.Instance
+			if ok && (w.Instance == "" || id == w.Instance) && json.Unmarshal(ikv.Value, &in) == nil &&
+				in.State == coordinator.InstanceReady && in.Matches(w.Labels) && binds[id] < in.Seats {
+				return true
+			}
+		}
+		return false
 	}
 	for _, g := range left {
 		if !seatLeases[g.Lease] {

@@ -143,12 +143,17 @@ func waitStatusOf(err error, o claimOptions) WaitStatus {
 }
 
 // heldBackStatus is the status of a claim with options o that waits off
-// the line.
+// the line: what its own constraints say. A claim with an instance
+// selector is held back while no instance it selects has a free seat,
+// whether or not the others have one (ownRoom), so that is its reason
+// either way: were it instances_full while every instance is full, each
+// held-back waiter would rewrite its waiting record each time some
+// instance frees a seat and fills again.
 func (s *poolState) heldBackStatus(o claimOptions) WaitStatus {
-	if err := s.ownBar(o); err != nil {
+	if err := s.ownBar(o); ownLimit(err) {
 		return waitStatusOf(err, o)
 	}
-	return WaitStatus{Reason: WaitNoMatchingInstance, Detail: "its instance selector matches no ready instance with a free seat"}
+	return WaitStatus{Reason: WaitNoMatchingInstance, Detail: fmt.Sprintf("no ready instance with a free seat matches in pool %q", s.pool)}
 }
 
 // queuedStatus is the status of the queued claim req with ahead waiters in
