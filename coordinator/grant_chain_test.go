@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -74,4 +75,66 @@ func TestBatchChainFitsTxnLimit(t *testing.T) {
 			t.Logf("%d grants, %d ops along the chain", grants, sum)
 		})
 	}
+}
+
+// TestBatchProofSkipsOwnSlots: a batch grants w1 tenant a's last slot,
+// then passes over w2 of tenant a (at its limit through w1's grant) and
+// grants g. g's proof must not compare the slot w1's grant creates in the
+// same txn: etcd evaluates every compare before any write, so that compare
+// would fail and g's grant never apply. Tested without etcd.
+func TestBatchProofSkipsOwnSlots(t *testing.T) {
+	k := keys{root: "/t"}
+	kvs := []*mvccpb.KeyValue{{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimits":{"a":1}}`),
+		CreateRevision: 1, ModRevision: 1, Version: 1}}
+	for i, v := range []string{
+		`{"holder":"head","since":"2026-12-01T00:00:00Z"}`,
+		`{"holder":"w1","tenant":"a","since":"2026-12-01T00:00:00Z"}`,
+		`{"holder":"w2","tenant":"a","since":"2026-12-01T00:00:00Z"}`,
+		`{"holder":"g","since":"2026-12-01T00:00:00Z"}`,
+	} {
+		kvs = append(kvs, &mvccpb.KeyValue{Key: []byte(k.queueKey("p", clientv3.LeaseID(i+2), 7)), Value: []byte(v),
+			CreateRevision: int64(2 + i), ModRevision: int64(2 + i), Version: 1, Lease: int64(i + 2)})
+	}
+	st := newPoolState(k, "p")
+	st.load(5, kvs)
+	head, ok := st.waiterRequest(st.line[0])
+	if !ok {
+		t.Fatal("the head's queue key does not decode")
+	}
+	head.granted = false
+	p, err := st.planBatch(head, maxTxnOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leases []int64
+	slotA := slotPrefix(k.tenants("p", "a"), 0)
+	for ops := p.grants; len(ops) == 1 && ops[0].IsTxn(); {
+		cmps, then, _ := ops[0].Txn()
+		for _, c := range cmps {
+			if pc := c.GetCompare(); string(pc.Key) == slotA && pc.GetCreateRevision() != 0 {
+				t.Fatalf("a grant compares tenant a's slot %s at create revision %d, a slot this very txn creates", slotA, pc.GetCreateRevision())
+			}
+		}
+		leases = append(leases, leaseOf(then))
+		ops = nil
+		for _, op := range then {
+			if op.IsTxn() {
+				ops = append(ops, op)
+			}
+		}
+	}
+	if fmt.Sprint(leases) != "[3 5]" {
+		t.Fatalf("grants behind the head to leases %v; want w1 (3) and g (5), w2 passed over", leases)
+	}
+}
+
+// leaseOf returns the lease a grant's writes are named after (keys.go).
+func leaseOf(then []clientv3.Op) int64 {
+	for _, op := range then {
+		if op.IsPut() {
+			key := string(op.KeyBytes())
+			return int64(leaseOfHex(key[strings.LastIndexByte(key, '/')+1:]))
+		}
+	}
+	return 0
 }

@@ -49,7 +49,7 @@ type passedOver struct {
 	proved    int             // bars[:proved] are proven by an earlier grant of the chain
 	instances bool            // the instances' compare is in the chain already
 	binds     map[string]bool // instances whose held seats are compared already
-	taken     map[string]bool // slot prefixes the batch's own grants take
+	plans     []*claimPlan    // the batch's own claim and grants, whose slots it takes
 }
 
 // passBar is what bars one waiter passed over: its tenant at its limit, or
@@ -75,16 +75,21 @@ func (po *passedOver) pass(o claimOptions, err error) {
 	}
 }
 
-// took records the slots the plan p of the batch takes (poolState.assume).
-func (po *passedOver) took(p *claimPlan) {
-	for _, op := range p.ops {
-		if op.IsPut() {
-			if po.taken == nil {
-				po.taken = map[string]bool{}
+// took records that the batch takes the slots of plan p (poolState.assume).
+// It costs the batch an append: the slots are looked at only when a proof
+// is built (takes).
+func (po *passedOver) took(p *claimPlan) { po.plans = append(po.plans, p) }
+
+// takes reports whether a plan of the batch takes the slot under prefix.
+func (po *passedOver) takes(prefix string) bool {
+	for _, p := range po.plans {
+		for _, op := range p.ops {
+			if op.IsPut() && slotOf(string(op.KeyBytes())) == prefix {
+				return true
 			}
-			po.taken[slotOf(string(op.KeyBytes()))] = true
 		}
 	}
+	return false
 }
 
 // cmps returns the compares that prove, on the server, that what barred
@@ -127,7 +132,7 @@ func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
 func (po *passedOver) heldCmps(prefix string, held map[int]int64, need int) []clientv3.Cmp {
 	slots := make([]int, 0, len(held))
 	for n := range held {
-		if po.taken[slotPrefix(prefix, n)] {
+		if po.takes(slotPrefix(prefix, n)) {
 			need--
 		} else {
 			slots = append(slots, n)
