@@ -17,7 +17,10 @@ import (
 // Explain never disagrees with Claim on the same state. It reads the pool
 // once and writes nothing; WithWait and WithHolder are ignored. A pool
 // that claims cannot run on (a foreign key, a malformed spec) is an error,
-// as it would be for Claim; ctx bounds the read.
+// as it would be for Claim; ctx bounds the read. In this process it also
+// says, as this process's Claim would, when earlier waiters of the claim's
+// tenant and instance selector that were held back are taking their turns
+// first (heldback.go); those of other processes it cannot see.
 func (c *Coordinator) Explain(ctx context.Context, pool string, opts ...ClaimOption) (Explanation, error) {
 	o := claimOptions{holder: "explain"}
 	for _, opt := range opts {
@@ -31,7 +34,16 @@ func (c *Coordinator) Explain(ctx context.Context, pool string, opts ...ClaimOpt
 	if err != nil {
 		return Explanation{}, err
 	}
-	return st.explain(o)
+	e, err := st.explain(o)
+	if err == nil {
+		if turns := c.heldBackAhead(pool, o); turns != nil {
+			ws := waitStatusOf(turns, o)
+			e.Granted = false
+			e.Blockers = append(e.Blockers, Blocker{Reason: ws.Reason, Detail: ws.Detail,
+				Change: "they join the line, in their turn, and are served: a claim of their kind made meanwhile does not go before them"})
+		}
+	}
+	return e, err
 }
 
 // Explanation is the answer of Explain.

@@ -210,6 +210,20 @@ func (sh *sharedState) heldBackAhead(o claimOptions) error {
 			n, plural(n, "claimant", "claimants"), plural(n, "waits", "wait"))}
 }
 
+// heldBackAhead is sharedState.heldBackAhead for pool, if this
+// Coordinator has ever looked at it (Explain).
+func (c *Coordinator) heldBackAhead(pool string, o claimOptions) error {
+	c.mu.Lock()
+	sh := c.states[pool]
+	c.mu.Unlock()
+	if sh == nil {
+		return nil
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.heldBackAhead(o)
+}
+
 // heldBackTurnStatus is the status of a held-back waiter whose constraints
 // admit it: it joins the line, after the earlier waiters of its class in
 // its process. Queue says it of any held-back waiter whose constraints

@@ -87,7 +87,8 @@ func heldBackCount(t testing.TB, c *coordinator.Coordinator, pool string, n int)
 // after. The held-back waiter's enqueue txn is held back 300 ms so that
 // the claims fall in the window between its seeing the free seat and its
 // joining the line; without the rule (heldback.go) the claim without
-// WithWait takes the seat.
+// WithWait takes the seat. Explain, asked in that window, says what Claim
+// does (it said "granted" before it looked at the turns).
 func TestFreshClaimWaitsForHeldBack(t *testing.T) {
 	var armed atomic.Bool
 	enqueueing := make(chan struct{}, 1)
@@ -123,6 +124,11 @@ func TestFreshClaimWaitsForHeldBack(t *testing.T) {
 	}
 	if !errors.Is(err, coordinator.ErrNoSeat) {
 		t.Fatalf("claim without WithWait: %v; want ErrNoSeat", err)
+	}
+	// Explain, in the same process and window, says what Claim did.
+	if ex, err := c.Explain(ctx, "p", coordinator.WithTenant("a")); err != nil || ex.Granted || len(ex.Blockers) == 0 ||
+		ex.Blockers[len(ex.Blockers)-1].Reason != coordinator.WaitQueue {
+		t.Fatalf("Explain: %+v, %v; want not granted, blocked by the held-back waiter's turn (queue), as Claim was", ex, err)
 	}
 	go waiter("w2") // with WithWait, in the same window
 	for range 2 {
