@@ -17,10 +17,11 @@ import (
 // Explain never disagrees with Claim on the same state. It reads the pool
 // once and writes nothing; WithWait and WithHolder are ignored. A pool
 // that claims cannot run on (a foreign key, a malformed spec) is an error,
-// as it would be for Claim; ctx bounds the read. In this process it also
-// says, as this process's Claim would, when earlier waiters of the claim's
-// tenant and instance selector that were held back are taking their turns
-// first (heldback.go); those of other processes it cannot see.
+// as it would be for Claim; ctx bounds the read. A claim that the pool
+// would grant but that this process's Claim refuses because earlier
+// waiters of its tenant and instance selector, held back, are taking their
+// turns first (heldback.go) is not granted here either: the turns are its
+// blocker. Those of other processes it cannot see.
 func (c *Coordinator) Explain(ctx context.Context, pool string, opts ...ClaimOption) (Explanation, error) {
 	o := claimOptions{holder: "explain"}
 	for _, opt := range opts {
@@ -35,7 +36,7 @@ func (c *Coordinator) Explain(ctx context.Context, pool string, opts ...ClaimOpt
 		return Explanation{}, err
 	}
 	e, err := st.explain(o)
-	if err == nil {
+	if err == nil && e.Granted { // else a waiting claim reports the first blocker, as Claim does
 		if turns := c.heldBackAhead(pool, o); turns != nil {
 			ws := waitStatusOf(turns, o)
 			e.Granted = false
