@@ -88,6 +88,18 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions,
 	if fits && !t.listed && len(turns) == 0 {
 		return true
 	}
+	i := sh.list(t)
+	if !fits {
+		return false
+	}
+	ahead := i + sh.inLine[t.class]
+	return ahead == 0 || live.ownRoom(o, ahead+1) > ahead
+}
+
+// list puts t among the held-back waiters of its class, at its arrival,
+// unless it is there, and returns its index. Under sh.mu.
+func (sh *sharedState) list(t *heldBackTurn) int {
+	turns := sh.heldBack[t.class]
 	i := turnIndex(turns, t.seq)
 	if !t.listed {
 		if sh.heldBack == nil {
@@ -96,11 +108,7 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions,
 		sh.heldBack[t.class] = slices.Insert(turns, i, t)
 		t.listed = true
 	}
-	if !fits {
-		return false
-	}
-	ahead := i + sh.inLine[t.class]
-	return ahead == 0 || live.ownRoom(o, ahead+1) > ahead
+	return i
 }
 
 // turnIndex is where the turn of arrival seq is, or goes, in turns, which
@@ -129,17 +137,20 @@ func (sh *sharedState) joined(t *heldBackTurn) {
 	sh.wake()
 }
 
-// steppedOut notes that t left the line again, barred at its head: the
-// room it took is free for the next of its class.
+// steppedOut notes that t left the line again, barred at its head: it is
+// listed again at its arrival, in the same step, so that none of its class
+// that arrived after it joins the line in between and goes first (as one
+// did when it was listed only at its next look), and the room it took in
+// line is free for those before it.
 func (sh *sharedState) steppedOut(t *heldBackTurn) {
 	if t == nil {
 		return
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.leaveLine(t) {
-		sh.wake()
-	}
+	sh.leaveLine(t)
+	sh.list(t)
+	sh.wake()
 }
 
 // done drops t, granted or given up, and wakes the next of its class if

@@ -1,6 +1,10 @@
 package coordinator
 
-import "testing"
+import (
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
 
 // TestConstraintClassNamesEachSelector: claims whose selectors differ are
 // never one class (heldback.go), however their labels are spelled; a class
@@ -28,5 +32,38 @@ func TestConstraintClassNamesEachSelector(t *testing.T) {
 	same := claimOptions{labels: map[string]string{"c": "d", "a": "b"}}
 	if constraintClass(same) != constraintClass(distinct[5]) {
 		t.Fatal("the same labels in another order are another class")
+	}
+}
+
+// TestSteppedOutKeepsItsTurn: a held-back waiter that joined the line and
+// stepped out again, barred at its head, is listed again at its arrival
+// in the same step: a later waiter of its class that looks before it
+// does must not take the room first. (Listed again only at its next look,
+// it left a gap in which the later one joined and was granted first:
+// "granted w3; want w2" in TestHeldBackRejoinInArrivalOrder under load.)
+func TestSteppedOutKeepsItsTurn(t *testing.T) {
+	k := keys{root: "/t"}
+	live := newPoolState(k, "p")
+	live.load(2, []*mvccpb.KeyValue{{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1}})
+	o := claimOptions{tenant: "a"}
+	sh := &sharedState{st: live}
+	w2, w3 := sh.arrive(o), sh.arrive(o)
+	sh.mu.Lock()
+	sh.mayJoin(w2, live, o, false) // both held back, in arrival order
+	sh.mayJoin(w3, live, o, false)
+	joins := sh.mayJoin(w2, live, o, true) // the tenant has room: w2 goes
+	sh.mu.Unlock()
+	if !joins {
+		t.Fatal("w2, first of its class, may not join with the tenant's room free")
+	}
+	sh.joined(w2)
+	sh.steppedOut(w2) // barred at the head: the view had not shown the room taken
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.mayJoin(w3, live, o, true) {
+		t.Fatal("w3 may join the line while w2, which arrived first, is between stepping out and its next look")
+	}
+	if !sh.mayJoin(w2, live, o, true) {
+		t.Fatal("w2 may not join again with the room free")
 	}
 }
