@@ -57,8 +57,10 @@ import (
 // is over.
 //
 // ops are the release's own writes. A hand-off that would make the release
-// txn count as many operations as one etcd refused before (refusedHandoff)
-// is not planned: the release goes alone.
+// txn count more than etcd's default --max-txn-ops (with the compares that
+// prove the waiters it passes over still barred, passover.go), or as many
+// operations as one etcd refused before (refusedHandoff), is not planned:
+// the release goes alone.
 func (c *Coordinator) handoff(h heldSeat, ops []clientv3.Op) (next *claimPlan, done func()) {
 	sh := c.shared(h.pool)
 	sh.mu.Lock()

@@ -18,10 +18,11 @@ import (
 // served forbids (TestPassedOverWaiterNotOvertaken).
 //
 // So a grant that follows a waiter passed over at its tenant's limit
-// carries, as compares, that every slot the tenant held in the view is
-// still held, each by the same key (its create revision). If one was
-// released meanwhile, the grant does not apply, nor any behind it in the
-// chain; the head's own claim, ahead of them all, still does. In a
+// carries, as compares, that as many of the slots the tenant held in the
+// view as its limit are still held (by any key: a slot handed on is still
+// held). If one was released meanwhile, the grant does not apply, nor any
+// behind it in the chain; the head's own claim, ahead of them all, still
+// does. In a
 // hand-off the compares join the release's, so the release fails as a
 // whole and is sent again alone (Claim.release). Either way the waiters
 // are planned again on a view that shows the freed slot.
@@ -34,13 +35,14 @@ import (
 //
 // A proof compares as many held slots as the bar needs (the tenant's
 // limit, the instance's seats), not every slot held, so that a tenant held
-// above a limit that shrank costs no more, and the release of a slot it
-// does not need leaves the grant alone. Slots a grant earlier in the same
-// batch takes are not compared: they are created by this very txn, if at
-// all (etcd evaluates every compare before any write). A grant whose proof
-// would take the chain past its limit on operations ends the batch, which
-// is FIFO-safe (the next head grants it); a hand-off that would count more
-// than etcd's default --max-txn-ops is not planned (fitsHandoff).
+// above a limit that shrank costs no more; the release of a slot it did
+// not pick leaves the grant alone. Slots a grant earlier in the same batch
+// takes are not compared: they are created by this very txn, if at all
+// (etcd evaluates every compare before any write). A proof is built to at
+// most maxTxnOps+1 compares a bar: a grant whose proof would take the
+// chain past its limit on operations ends the batch, which is FIFO-safe
+// (the next head grants it), and a hand-off that would count more than
+// etcd's default --max-txn-ops is not planned (fitsHandoff).
 
 // passedOver collects what bars the waiters a batch or a hand-off passed
 // over, and how much of it the grants so far prove.
@@ -77,19 +79,20 @@ func (po *passedOver) pass(o claimOptions, err error) {
 
 // took records that the batch takes the slots of plan p (poolState.assume).
 // It costs the batch an append: the slots are looked at only when a proof
-// is built (takes).
+// is built (takenSlots).
 func (po *passedOver) took(p *claimPlan) { po.plans = append(po.plans, p) }
 
-// takes reports whether a plan of the batch takes the slot under prefix.
-func (po *passedOver) takes(prefix string) bool {
+// takenSlots returns the slot prefixes the batch's own plans take.
+func (po *passedOver) takenSlots() map[string]bool {
+	taken := map[string]bool{}
 	for _, p := range po.plans {
 		for _, op := range p.ops {
-			if op.IsPut() && slotOf(string(op.KeyBytes())) == prefix {
-				return true
+			if op.IsPut() {
+				taken[slotOf(string(op.KeyBytes()))] = true
 			}
 		}
 	}
-	return false
+	return taken
 }
 
 // cmps returns the compares that prove, on the server, that what barred
@@ -98,10 +101,11 @@ func (po *passedOver) takes(prefix string) bool {
 // it, which need no proof of their own.
 func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
 	var cmps []clientv3.Cmp
+	taken := po.takenSlots()
 	for _, b := range po.bars[po.proved:] {
 		if b.sel == nil {
 			limit, _ := s.spec.LimitFor(b.tenant)
-			cmps = append(cmps, po.heldCmps(s.k.tenants(s.pool, b.tenant), s.tenants[b.tenant], limit)...)
+			cmps = append(cmps, heldCmps(s.k.tenants(s.pool, b.tenant), s.tenants[b.tenant], limit, taken)...)
 			continue
 		}
 		if !po.instances {
@@ -119,7 +123,7 @@ func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
 			}
 			po.binds[id] = true
 			if in.State == InstanceReady { // else its state bars it, which the instances' compare proves
-				cmps = append(cmps, po.heldCmps(s.k.binds(s.pool, id), s.binds[id], in.Seats)...)
+				cmps = append(cmps, heldCmps(s.k.binds(s.pool, id), s.binds[id], in.Seats, taken)...)
 			}
 		}
 	}
@@ -127,14 +131,16 @@ func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
 }
 
 // heldCmps compares that need of the slots of the set under prefix that s
-// shows held (slot -> create revision), the lowest, are still held by the
-// same keys; slots the batch itself takes count without a compare.
-func (po *passedOver) heldCmps(prefix string, held map[int]int64, need int) []clientv3.Cmp {
-	slots := make([]int, 0, len(held))
+// shows held (slot -> create revision) are still held, by any key; slots
+// the batch itself takes count without a compare. It builds at most
+// maxTxnOps+1 compares, more than any txn takes.
+func heldCmps(prefix string, held map[int]int64, need int, taken map[string]bool) []clientv3.Cmp {
+	slots := make([]int, 0, min(len(held), maxTxnOps+1))
 	for n := range held {
-		if po.takes(slotPrefix(prefix, n)) {
+		switch {
+		case taken[slotPrefix(prefix, n)]:
 			need--
-		} else {
+		case len(slots) <= maxTxnOps:
 			slots = append(slots, n)
 		}
 	}
@@ -142,7 +148,7 @@ func (po *passedOver) heldCmps(prefix string, held map[int]int64, need int) []cl
 	var cmps []clientv3.Cmp
 	for _, n := range slots[:max(0, min(need, len(slots)))] {
 		slot := slotPrefix(prefix, n)
-		cmps = append(cmps, revCmp(clientv3.CreateRevision(slot), clientv3.GetPrefixRangeEnd(slot), pb.Compare_EQUAL, held[n]))
+		cmps = append(cmps, revCmp(clientv3.CreateRevision(slot), clientv3.GetPrefixRangeEnd(slot), pb.Compare_GREATER, 0))
 	}
 	return cmps
 }
