@@ -39,17 +39,7 @@ func TestBatchChainFitsTxnLimit(t *testing.T) {
 				kvs = append(kvs, &mvccpb.KeyValue{Key: []byte(k.queueKey("p", clientv3.LeaseID(i+2), 7)), Value: []byte(v),
 					CreateRevision: int64(3 + i), ModRevision: int64(3 + i), Version: 1, Lease: int64(i + 2)})
 			}
-			st := newPoolState(k, "p")
-			st.load(3+n, kvs)
-			head, ok := st.waiterRequest(st.line[0])
-			if !ok {
-				t.Fatal("the head's queue key does not decode")
-			}
-			head.granted = false
-			p, err := st.planBatch(head, maxTxnOps)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := planHeadBatch(t, k, 3+n, kvs)
 			sum, grants := txnOps(len(p.cmps), len(p.ops)+len(p.grants)), 0
 			for ops := p.grants; len(ops) > 0; grants++ {
 				if len(ops) != 1 || !ops[0].IsTxn() {
@@ -96,17 +86,7 @@ func TestBatchProofSkipsOwnSlots(t *testing.T) {
 		kvs = append(kvs, &mvccpb.KeyValue{Key: []byte(k.queueKey("p", clientv3.LeaseID(i+2), 7)), Value: []byte(v),
 			CreateRevision: int64(2 + i), ModRevision: int64(2 + i), Version: 1, Lease: int64(i + 2)})
 	}
-	st := newPoolState(k, "p")
-	st.load(5, kvs)
-	head, ok := st.waiterRequest(st.line[0])
-	if !ok {
-		t.Fatal("the head's queue key does not decode")
-	}
-	head.granted = false
-	p, err := st.planBatch(head, maxTxnOps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := planHeadBatch(t, k, 5, kvs)
 	var leases []int64
 	slotA := slotPrefix(k.tenants("p", "a"), 0)
 	for ops := p.grants; len(ops) == 1 && ops[0].IsTxn(); {
@@ -138,4 +118,22 @@ func leaseOf(then []clientv3.Op) int64 {
 		}
 	}
 	return 0
+}
+
+// planHeadBatch loads kvs at rev into a state of pool "p" and plans the
+// batch of the first waiter in line, as its head, with grants behind it.
+func planHeadBatch(t *testing.T, k keys, rev int64, kvs []*mvccpb.KeyValue) *claimPlan {
+	t.Helper()
+	st := newPoolState(k, "p")
+	st.load(rev, kvs)
+	head, ok := st.waiterRequest(st.line[0])
+	if !ok {
+		t.Fatal("the head's queue key does not decode")
+	}
+	head.granted = false
+	p, err := st.planBatch(head, maxTxnOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -22,10 +22,9 @@ import (
 // view as its limit are still held (by any key: a slot handed on is still
 // held). If one was released meanwhile, the grant does not apply, nor any
 // behind it in the chain; the head's own claim, ahead of them all, still
-// does. In a
-// hand-off the compares join the release's, so the release fails as a
-// whole and is sent again alone (Claim.release). Either way the waiters
-// are planned again on a view that shows the freed slot.
+// does. In a hand-off the compares join the release's, so the release
+// fails as a whole and is sent again alone (Claim.release). Either way the
+// waiters are planned again on a view that shows the freed slot.
 //
 // A waiter passed over for its instance selector (every instance it
 // selects is full or not ready, or the instance it names is not
