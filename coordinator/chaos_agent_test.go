@@ -10,8 +10,12 @@ import (
 // chaosInstances are the chaos pool's instances: 3 seats in all, one of
 // them exclusive, so at capacity 4 the instances, not the pool's capacity,
 // bound the grants, and every grant binds a seat that the history replay
-// checks against its instance.
-var chaosInstances = []coordinator.Instance{{ID: "i1", Seats: 1}, {ID: "i2", Seats: 2}}
+// checks against its instance. Some claimants select i1 by name, and some
+// i2 by its label (spawn).
+var chaosInstances = []coordinator.Instance{
+	{ID: "i1", Seats: 1, Labels: map[string]string{"zone": "a"}},
+	{ID: "i2", Seats: 2, Labels: map[string]string{"zone": "b"}},
+}
 
 // chaosAgentTTL is the agent's session TTL: longer than an election, so
 // that leader faults alone do not take the instances away (a leader change

@@ -11,29 +11,23 @@ import (
 )
 
 // idle notes, after each revision the history applied, whether a seat is
-// free while a waiter waits that may take it: a seat under the pool's
-// capacity on a ready instance with a free seat (or an anonymous one,
-// while no instance is registered: the agent's lease lost), and a waiter
-// in line or held back (its waiting/ record) whose tenant, if any, holds
-// fewer seats than its limit. The chaos claimants select no instance.
+// free while a waiter waits that may take it: a waiter in line or held
+// back (its waiting/ record) whose tenant, if any, holds fewer seats than
+// its limit, while the pool holds fewer seats than its capacity and, for
+// a waiter that selects instances, one of them is ready with a free seat;
+// for one that does not, any ready instance (or none registered, the
+// agent's lease lost: seats are anonymous then).
 func (ch *chaos) idle(now time.Time) {
 	h := ch.hist
-	spec := h.spec()
-	free := spec.Capacity - h.held()
-	if room, bound := h.instanceRoom(); bound {
-		free = min(free, room)
-	}
-	tenants := h.count("tenants/")
+	r := h.rooms()
+	free := r.spec.Capacity - h.held()
+	anyRoom, bound := h.instanceRoom()
 	waiting := 0
 	for k, kv := range h.kvs {
 		if !strings.HasPrefix(k, h.prefix+"queue/") && !strings.HasPrefix(k, h.prefix+"waiting/") {
 			continue
 		}
-		var w struct{ Tenant string }
-		if json.Unmarshal(kv.Value, &w) != nil {
-			continue
-		}
-		if limit, limited := spec.LimitFor(w.Tenant); !limited || tenants[w.Tenant] < limit {
+		if ok, selects := r.servable(kv); ok && (selects || !bound || anyRoom > 0) {
 			waiting++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,6 +45,20 @@ type claimantConfig struct {
 	Fenced    string        `json:"fenced"` // prefix of the fenced downstream keys
 	Workers   int           `json:"workers"`
 	Tenants   []string      `json:"tenants"` // worker i's tenant, "" (or none listed): none
+	// Selects is worker i's instance selector: "" (or none listed) none,
+	// "key=value" a label, else an instance's name.
+	Selects []string `json:"selects"`
+}
+
+// selector returns the claim option of worker w's instance selector.
+func (cfg claimantConfig) selector(w int) []coordinator.ClaimOption {
+	if w >= len(cfg.Selects) || cfg.Selects[w] == "" {
+		return nil
+	}
+	if k, v, ok := strings.Cut(cfg.Selects[w], "="); ok {
+		return []coordinator.ClaimOption{coordinator.WithLabels(map[string]string{k: v})}
+	}
+	return []coordinator.ClaimOption{coordinator.WithInstance(cfg.Selects[w])}
 }
 
 // claimantEvent is one line of a claimant's report.
@@ -130,7 +145,8 @@ func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
 			if w < len(cfg.Tenants) {
 				tenant = cfg.Tenants[w]
 			}
-			work(ctx, c, cli, fmt.Sprintf("%s.%d", cfg.ID, w), tenant, cfg, rep)
+			opts := append(cfg.selector(w), coordinator.WithTenant(tenant), coordinator.WithHolder(fmt.Sprintf("%s.%d", cfg.ID, w)), coordinator.WithWait())
+			work(ctx, c, cli, opts, cfg, rep)
 		}()
 	}
 	wg.Wait()
@@ -138,8 +154,9 @@ func runClaimant(ctx context.Context, cfg claimantConfig, rep *reporter) error {
 }
 
 // work is one claimant of the process: a session, renewed when it ends, and
-// holdOnce until ctx ends.
-func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, holder, tenant string, cfg claimantConfig, rep *reporter) {
+// holdOnce, claiming with opts (its tenant, instance selector, holder name
+// and wait), until ctx ends.
+func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, opts []coordinator.ClaimOption, cfg claimantConfig, rep *reporter) {
 	var s *coordinator.Session
 	for ctx.Err() == nil {
 		if s == nil || s.Err() != nil {
@@ -153,7 +170,7 @@ func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client,
 				continue
 			}
 		}
-		holdOnce(ctx, c, cli, s, holder, tenant, cfg, rep)
+		holdOnce(ctx, c, cli, s, opts, cfg, rep)
 	}
 	if s != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -167,12 +184,12 @@ func work(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client,
 // up to 300 ms, in its wait or in a txn, as a caller whose deadline passed:
 // what it leaves (a queue key, a seat granted as it left) must not hold up
 // the others.
-func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, holder, tenant string, cfg claimantConfig, rep *reporter) {
+func holdOnce(ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, s *coordinator.Session, opts []coordinator.ClaimOption, cfg claimantConfig, rep *reporter) {
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if rand.IntN(giveUpOdds) == 0 {
 		cctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(300))*time.Millisecond)
 	}
-	cl, err := c.Claim(cctx, s, cfg.Pool, coordinator.WithWait(), coordinator.WithHolder(holder), coordinator.WithTenant(tenant))
+	cl, err := c.Claim(cctx, s, cfg.Pool, opts...)
 	gaveUp := cctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if err != nil {

@@ -28,7 +28,9 @@ import (
 // others one is, and the pool admits 2 seats per tenant, so held-back
 // waiters take turns within a process and race across them; every seat
 // binds to one of two instances of 3 seats in all, kept registered by an
-// agent in the test process, chaos_agent_test.go) against a
+// agent in the test process, chaos_agent_test.go; in two processes of
+// three one claimant selects an instance, by label or by name, so that
+// waiters are passed over and held back for their selectors too) against a
 // 3-member etcd cluster of
 // member processes while a nemesis kills and pauses etcd members and
 // claimants, cuts claimants off, compacts, and changes capacity. Then the
@@ -138,8 +140,11 @@ func (ch *chaos) spawn() {
 	if ch.seq%2 == 0 {
 		tenants[0] = chaosTenant
 	}
+	// Worker 0 of two processes in three selects instances: by label the
+	// one of 2 seats, or by name the exclusive one.
+	selects := []string{[]string{"", "zone=b", "i1"}[ch.seq%3]}
 	cfg, _ := json.Marshal(claimantConfig{ID: id, Endpoints: eps, Prefix: chaosPrefix, Pool: "p", TTL: chaosTTL, Fenced: chaosFenced,
-		Workers: chaosWorkers, Tenants: tenants})
+		Workers: chaosWorkers, Tenants: tenants, Selects: selects})
 	cp.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	cp.cmd.Env = append(os.Environ(), claimantEnv+"="+string(cfg))
 	cp.cmd.Stderr = os.Stderr

@@ -268,43 +268,63 @@ func (h *history) checkFenced(evs []*clientv3.Event) {
 // waiter passed over for its tenant limit or its selector is proven still
 // barred by the grants behind it (passover.go).
 func (h *history) checkFIFO(rev int64, left []*mvccpb.KeyValue, seatLeases map[int64]bool) {
-	spec, tenants, binds := h.spec(), h.count("tenants/"), h.count("binds/")
-	servable := func(kv *mvccpb.KeyValue) bool {
-		var w struct {
-			Tenant, Instance string
-			Labels           map[string]string
-		}
-		if json.Unmarshal(kv.Value, &w) != nil {
-			return false
-		}
-		if limit, limited := spec.LimitFor(w.Tenant); limited && tenants[w.Tenant] >= limit {
-			return false
-		}
-		if w.Instance == "" && len(w.Labels) == 0 {
-			return true
-		}
-		for k, ikv := range h.kvs {
-			id, ok := strings.CutPrefix(k, h.prefix+"instances/")
-			var in coordinator.Instance
-			if ok && (w.Instance == "" || id == w.Instance) && json.Unmarshal(ikv.Value, &in) == nil &&
-				in.State == coordinator.InstanceReady && in.Matches(w.Labels) && binds[id] < in.Seats {
-				return true
-			}
-		}
-		return false
-	}
+	r := h.rooms()
 	for _, g := range left {
 		if !seatLeases[g.Lease] {
 			continue
 		}
 		h.fifo++
 		for k, kv := range h.kvs {
-			if strings.HasPrefix(k, h.prefix+"queue/") && kv.CreateRevision < g.CreateRevision && servable(kv) {
+			if ok, _ := r.servable(kv); ok && strings.HasPrefix(k, h.prefix+"queue/") && kv.CreateRevision < g.CreateRevision {
 				h.t.Errorf("rev %d: waiter %s (rev %d) was granted while older waiter %s (rev %d, %s) still waits and could take the seat",
 					rev, g.Key, g.CreateRevision, k, kv.CreateRevision, kv.Value)
 			}
 		}
 	}
+}
+
+// rooms is what decides, at the history's current revision, whether a
+// waiter could take a seat: the spec, and the seats held by each tenant
+// and bound to each instance.
+type rooms struct {
+	h              *history
+	spec           coordinator.PoolSpec
+	tenants, binds map[string]int
+}
+
+func (h *history) rooms() rooms {
+	return rooms{h: h, spec: h.spec(), tenants: h.count("tenants/"), binds: h.count("binds/")}
+}
+
+// servable reports whether the waiter whose queue key or waiting record is
+// kv could take a seat as far as its own constraints go: its tenant, if
+// any, holds fewer seats than its limit and, if it selects instances (by
+// name or labels: selects), one of them is ready with a free seat. The
+// pool's capacity, and for a waiter without a selector the instances'
+// room, bar every waiter alike: the caller checks those.
+func (r rooms) servable(kv *mvccpb.KeyValue) (ok, selects bool) {
+	var w struct {
+		Tenant, Instance string
+		Labels           map[string]string
+	}
+	if json.Unmarshal(kv.Value, &w) != nil {
+		return false, false
+	}
+	if limit, limited := r.spec.LimitFor(w.Tenant); limited && r.tenants[w.Tenant] >= limit {
+		return false, false
+	}
+	if w.Instance == "" && len(w.Labels) == 0 {
+		return true, false
+	}
+	for k, ikv := range r.h.kvs {
+		id, ok := strings.CutPrefix(k, r.h.prefix+"instances/")
+		var in coordinator.Instance
+		if ok && (w.Instance == "" || id == w.Instance) && json.Unmarshal(ikv.Value, &in) == nil &&
+			in.State == coordinator.InstanceReady && in.Matches(w.Labels) && r.binds[id] < in.Seats {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // TestStressHistory runs 64 claimants with their own sessions against a pool
