@@ -32,10 +32,12 @@ type sharedState struct {
 	// (freeSlot) rather than collide on the one each saw free.
 	aiming map[int]int
 	// heldBack lists, per constraint class, this process's waiters held
-	// back off the line, in arrival order, and inLine counts those in line
-	// (heldback.go); arrivals numbers them.
+	// back off the line, in arrival order, inLine counts those in line,
+	// and unseen holds the tokens of those granted that st may not show
+	// yet (heldback.go); arrivals numbers them.
 	heldBack map[string][]*heldBackTurn
 	inLine   map[string]int
+	unseen   map[string][]int64
 	arrivals uint64
 }
 

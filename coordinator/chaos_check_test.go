@@ -33,14 +33,16 @@ func (ch *chaos) idle(now time.Time) {
 	}
 	switch {
 	case free > 0 && waiting > 0 && ch.idleSince.IsZero():
-		ch.idleSince = now
+		ch.idleSince, ch.idleWaiting = now, waiting
+	case free > 0 && waiting > 0:
+		ch.idleWaiting = max(ch.idleWaiting, waiting)
 	case (free <= 0 || waiting == 0) && !ch.idleSince.IsZero():
 		d := now.Sub(ch.idleSince)
 		ch.stretches = append(ch.stretches, stretch{ch.idleSince, now})
 		if d > time.Second {
 			ch.mu.Lock()
-			ch.timeline = append(ch.timeline, fmt.Sprintf("%6.2fs seat free while %d waited, for %v (ended rev %d)",
-				ch.idleSince.Sub(ch.start).Seconds(), waiting, d, h.rev))
+			ch.timeline = append(ch.timeline, fmt.Sprintf("%6.2fs seat free while up to %d waiters (queue keys or waiting records, until their leases end) could take it, for %v (ended rev %d)",
+				ch.idleSince.Sub(ch.start).Seconds(), ch.idleWaiting, d, h.rev))
 			ch.mu.Unlock()
 		}
 		ch.idleSince = time.Time{}

@@ -91,15 +91,16 @@ type chaos struct {
 	arrivals  map[int64]time.Time // revision -> when the history watch saw it
 	seq       int
 
-	idleSince time.Time   // a seat free while someone waits, since
-	stretches []stretch   // each such stretch
-	elections []time.Time // when the nemesis killed or stopped the leader
-	cutoffs   []time.Time // when it killed, paused or cut off a claimant
-	kills     []kill      // the claimants it SIGKILLed
-	downs     []time.Time // when it killed a follower
-	start     time.Time
-	seen      int64    // the history has applied every revision up to this
-	timeline  []string // faults and long idle stretches, for the log
+	idleSince   time.Time   // a seat free while someone waits, since
+	idleWaiting int         // the most who waited in that stretch
+	stretches   []stretch   // each such stretch
+	elections   []time.Time // when the nemesis killed or stopped the leader
+	cutoffs     []time.Time // when it killed, paused or cut off a claimant
+	kills       []kill      // the claimants it SIGKILLed
+	downs       []time.Time // when it killed a follower
+	start       time.Time
+	seen        int64    // the history has applied every revision up to this
+	timeline    []string // faults and long idle stretches, for the log
 }
 
 type claimantProc struct {

@@ -85,15 +85,33 @@ func (sh *sharedState) arrive(o claimOptions) *heldBackTurn {
 // are in line. Under sh.mu (from a feed look); O(log n) in the n listed.
 func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) bool {
 	turns := sh.heldBack[t.class]
-	if fits && !t.listed && len(turns) == 0 {
+	unseen := sh.unseenGrants(t.class, live.rev)
+	if fits && !t.listed && len(turns) == 0 && unseen == 0 {
 		return true
 	}
 	i := sh.list(t)
 	if !fits {
 		return false
 	}
-	ahead := i + sh.inLine[t.class]
+	ahead := i + sh.inLine[t.class] + unseen
 	return ahead == 0 || live.ownRoom(o, ahead+1) > ahead
+}
+
+// unseenGrants returns how many waiters of class were granted seats that
+// a view at revision rev does not show, forgetting those it does. Their
+// seats take room that the view shows free: until the pool's feed brings
+// them, each counts as a waiter of the class ahead (mayJoin). Without
+// that, the next listed waiter joined the line on the room its
+// predecessor had just taken, and stepped out again at the head: two txns
+// for nothing (TestGrantedTurnKeepsItsRoom). Under sh.mu.
+func (sh *sharedState) unseenGrants(class string, rev int64) int {
+	tokens := slices.DeleteFunc(sh.unseen[class], func(token int64) bool { return token <= rev })
+	if len(tokens) == 0 {
+		delete(sh.unseen, class)
+	} else {
+		sh.unseen[class] = tokens
+	}
+	return len(tokens)
 }
 
 // list puts t among the held-back waiters of its class, at its arrival,
@@ -153,15 +171,22 @@ func (sh *sharedState) steppedOut(t *heldBackTurn) {
 	sh.wake()
 }
 
-// done drops t, granted or given up, and wakes the next of its class if
-// it may be waiting for t: no change of the pool may follow (a waiter
-// that gave up writes nothing).
-func (sh *sharedState) done(t *heldBackTurn) {
+// done drops t, granted the seat of token (0: it gave up), and wakes the
+// next of its class if it may be waiting for t: no change of the pool may
+// follow (a waiter that gave up writes nothing). A seat the view does not
+// show yet is counted until it does (unseenGrants).
+func (sh *sharedState) done(t *heldBackTurn, token int64) {
 	if t == nil {
 		return
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if token > sh.st.rev {
+		if sh.unseen == nil {
+			sh.unseen = map[string][]int64{}
+		}
+		sh.unseen[t.class] = append(sh.unseen[t.class], token)
+	}
 	listed := sh.unlist(t)
 	if sh.leaveLine(t) || listed {
 		sh.wake()

@@ -67,3 +67,43 @@ func TestSteppedOutKeepsItsTurn(t *testing.T) {
 		t.Fatal("w2 may not join again with the room free")
 	}
 }
+
+// TestGrantedTurnKeepsItsRoom: when a held-back waiter that joined the
+// line is granted, the next of its class must not join on the room that
+// grant took while the view does not show it yet: at its head it would
+// find the room taken and step out again, two txns for nothing (as one
+// did when .ci/run failed on 1a8cd00, see TestSteppedOutKeepsItsTurn). It
+// joins once the view shows the seat released.
+func TestGrantedTurnKeepsItsRoom(t *testing.T) {
+	k := keys{root: "/t"}
+	spec := &mvccpb.KeyValue{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1}
+	live := newPoolState(k, "p")
+	live.load(2, []*mvccpb.KeyValue{spec})
+	o := claimOptions{tenant: "a"}
+	sh := &sharedState{st: live}
+	w1, w2 := sh.arrive(o), sh.arrive(o)
+	sh.mu.Lock()
+	sh.mayJoin(w1, live, o, false) // both held back, in arrival order
+	sh.mayJoin(w2, live, o, false)
+	joins := sh.mayJoin(w1, live, o, true) // the tenant has room: w1 goes
+	sh.mu.Unlock()
+	if !joins {
+		t.Fatal("w1, first of its class, may not join with the tenant's room free")
+	}
+	sh.joined(w1)
+	sh.done(w1, 5) // granted at revision 5; the view is at 2
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.mayJoin(w2, live, o, true) {
+		t.Fatal("w2 may join the line on the room w1's grant took, which the view does not show yet")
+	}
+	later := newPoolState(k, "p")
+	later.load(7, []*mvccpb.KeyValue{spec}) // w1's seat granted and released since
+	sh.st = later
+	if !sh.mayJoin(w2, later, o, true) {
+		t.Fatal("w2 may not join once the view shows the room free")
+	}
+	if len(sh.unseen) != 0 {
+		t.Fatalf("unseen grants %v kept after the view passed them", sh.unseen)
+	}
+}

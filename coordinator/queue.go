@@ -60,7 +60,8 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 	if req.opts.constrained() {
 		turn = sh.arrive(req.opts)
 	}
-	defer sh.done(turn)
+	var token int64 // of the seat it is granted
+	defer func() { sh.done(turn, token) }()
 	for {
 		if turn != nil {
 			if err := c.preWait(ctx, s, pool, req.opts, w, turn); err != nil {
@@ -70,6 +71,9 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		qkey := c.k.queueKey(pool, req.lease, req.nonce)
 		qrev, granted, err := c.enqueue(ctx, s, pool, req, qkey, w.enqueueOps()...)
 		if err != nil || granted != nil {
+			if granted != nil {
+				token = granted.token
+			}
 			return granted, err
 		}
 		sh.joined(turn)
@@ -77,6 +81,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		req.queueKey, req.queueRev = qkey, qrev
 		cl, err := c.waitTurn(ctx, s, pool, req, fd, w)
 		if err == nil {
+			token = cl.token
 			return cl, nil
 		}
 		// A head barred by its own constraints steps out into a waiting
