@@ -181,7 +181,7 @@ func (sh *sharedState) done(t *heldBackTurn, token int64) {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if token > sh.st.rev {
+	if sh.unseenGrants(t.class, sh.st.rev); token > sh.st.rev { // the first forgets those the view shows
 		if sh.unseen == nil {
 			sh.unseen = map[string][]int64{}
 		}
