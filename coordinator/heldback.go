@@ -23,16 +23,18 @@ import (
 //
 //   - a listed waiter joins the line when its constraints admit more
 //     claims than there are waiters of its class ahead of it: those listed
-//     before it, and those that joined from the list and are still in
-//     line. With room for one, that is the first, then the next once the
-//     first is granted, gone or out of line again (barred at the head);
+//     before it, those that joined from the list and are still in line,
+//     and those granted a seat that the view does not show yet. With room
+//     for one, that is the first, then the next once the first is granted
+//     and its seat seen, gone or out of line again (barred at the head);
 //   - a waiter of the class that arrives while others are listed, and a
 //     claim of the class made meanwhile, do not go before them: a waiter
 //     is listed behind them, and a claim without WithWait is refused as
 //     when others wait in line (sharedState.plan).
 //
 // A waiter that its constraints admit when it arrives, none of its class
-// being listed, joins the line at once, as any waiter does.
+// being listed or granted unseen, joins the line at once, as any waiter
+// does.
 //
 // What it does not do:
 //   - order held-back waiters of different Coordinators (processes), or of
@@ -79,22 +81,30 @@ func (sh *sharedState) arrive(o claimOptions) *heldBackTurn {
 // mayJoin reports whether t, a waiter with options o off the line, may
 // join it now on live, where fits is live.ownFits(o), and lists t among
 // the held-back waiters of its class unless it joins as one that none of
-// its class is held back before. A listed turn may join when its
-// constraints admit more claims than there are waiters of its class ahead
-// of it: those listed before it and those that joined from the list and
-// are in line. Under sh.mu (from a feed look); O(log n) in the n listed.
-func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) bool {
+// its class is held back or granted unseen before. A listed turn may join
+// when its constraints admit more claims than there are waiters of its
+// class ahead of it: those listed before it, those that joined from the
+// list and are in line, and those granted seats the view does not show
+// yet (unseenGrants). lags reports that only the last keep it back: the
+// view is behind this process's own grants, and the next look, once the
+// feed brings them, decides. Under sh.mu (from a feed look); O(log n) in
+// the n listed.
+func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) (join, lags bool) {
 	turns := sh.heldBack[t.class]
 	unseen := sh.unseenGrants(t.class, live.rev)
 	if fits && !t.listed && len(turns) == 0 && unseen == 0 {
-		return true
+		return true, false
 	}
 	i := sh.list(t)
 	if !fits {
-		return false
+		return false, false
 	}
-	ahead := i + sh.inLine[t.class] + unseen
-	return ahead == 0 || live.ownRoom(o, ahead+1) > ahead
+	admits := func(ahead int) bool { return ahead == 0 || live.ownRoom(o, ahead+1) > ahead }
+	ahead := i + sh.inLine[t.class]
+	if admits(ahead + unseen) {
+		return true, false
+	}
+	return false, unseen > 0 && admits(ahead)
 }
 
 // unseenGrants returns how many waiters of class were granted seats that
@@ -105,6 +115,9 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions,
 // predecessor had just taken, and stepped out again at the head: two txns
 // for nothing (TestGrantedTurnKeepsItsRoom). Under sh.mu.
 func (sh *sharedState) unseenGrants(class string, rev int64) int {
+	if len(sh.unseen) == 0 {
+		return 0
+	}
 	tokens := slices.DeleteFunc(sh.unseen[class], func(token int64) bool { return token <= rev })
 	if len(tokens) == 0 {
 		delete(sh.unseen, class)
@@ -181,7 +194,10 @@ func (sh *sharedState) done(t *heldBackTurn, token int64) {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.unseenGrants(t.class, sh.st.rev); token > sh.st.rev { // the first forgets those the view shows
+	for class := range sh.unseen { // forget, of every class, those the view shows
+		sh.unseenGrants(class, sh.st.rev)
+	}
+	if token > sh.st.rev {
 		if sh.unseen == nil {
 			sh.unseen = map[string][]int64{}
 		}

@@ -42,28 +42,15 @@ func TestConstraintClassNamesEachSelector(t *testing.T) {
 // it left a gap in which the later one joined and was granted first:
 // "granted w3; want w2" in TestHeldBackRejoinInArrivalOrder under load.)
 func TestSteppedOutKeepsItsTurn(t *testing.T) {
-	k := keys{root: "/t"}
-	live := newPoolState(k, "p")
-	live.load(2, []*mvccpb.KeyValue{{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1}})
-	o := claimOptions{tenant: "a"}
-	sh := &sharedState{st: live}
-	w2, w3 := sh.arrive(o), sh.arrive(o)
-	sh.mu.Lock()
-	sh.mayJoin(w2, live, o, false) // both held back, in arrival order
-	sh.mayJoin(w3, live, o, false)
-	joins := sh.mayJoin(w2, live, o, true) // the tenant has room: w2 goes
-	sh.mu.Unlock()
-	if !joins {
-		t.Fatal("w2, first of its class, may not join with the tenant's room free")
-	}
-	sh.joined(w2)
+	sh, live, o, w := firstOfHeldBackJoins(t, 2)
+	w2, w3 := w[0], w[1]
 	sh.steppedOut(w2) // barred at the head: the view had not shown the room taken
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.mayJoin(w3, live, o, true) {
+	if joins, _ := sh.mayJoin(w3, live, o, true); joins {
 		t.Fatal("w3 may join the line while w2, which arrived first, is between stepping out and its next look")
 	}
-	if !sh.mayJoin(w2, live, o, true) {
+	if joins, _ := sh.mayJoin(w2, live, o, true); !joins {
 		t.Fatal("w2 may not join again with the room free")
 	}
 }
@@ -75,35 +62,57 @@ func TestSteppedOutKeepsItsTurn(t *testing.T) {
 // did when .ci/run failed on 1a8cd00, see TestSteppedOutKeepsItsTurn). It
 // joins once the view shows the seat released.
 func TestGrantedTurnKeepsItsRoom(t *testing.T) {
-	k := keys{root: "/t"}
-	spec := &mvccpb.KeyValue{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1}
-	live := newPoolState(k, "p")
-	live.load(2, []*mvccpb.KeyValue{spec})
-	o := claimOptions{tenant: "a"}
-	sh := &sharedState{st: live}
-	w1, w2 := sh.arrive(o), sh.arrive(o)
-	sh.mu.Lock()
-	sh.mayJoin(w1, live, o, false) // both held back, in arrival order
-	sh.mayJoin(w2, live, o, false)
-	joins := sh.mayJoin(w1, live, o, true) // the tenant has room: w1 goes
-	sh.mu.Unlock()
-	if !joins {
-		t.Fatal("w1, first of its class, may not join with the tenant's room free")
-	}
-	sh.joined(w1)
+	sh, live, o, w := firstOfHeldBackJoins(t, 2)
+	w1, w2, w3 := w[0], w[1], sh.arrive(o)
 	sh.done(w1, 5) // granted at revision 5; the view is at 2
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.mayJoin(w2, live, o, true) {
+	joins, lags := sh.mayJoin(w2, live, o, true)
+	if joins {
 		t.Fatal("w2 may join the line on the room w1's grant took, which the view does not show yet")
 	}
-	later := newPoolState(k, "p")
-	later.load(7, []*mvccpb.KeyValue{spec}) // w1's seat granted and released since
+	if !lags {
+		t.Fatal("w2, kept back only by w1's grant that the view does not show, is not told the view lags: it would record that its limits admit it")
+	}
+	// w3 comes to look only now: kept back too, and listed behind w2.
+	if joins, lags := sh.mayJoin(w3, live, o, true); joins || lags {
+		t.Fatalf("w3, behind w2 in a room for one: join %v, lags %v; want neither", joins, lags)
+	}
+	later := newPoolState(live.k, "p")
+	later.load(7, []*mvccpb.KeyValue{live.specKV}) // w1's seat granted and released since
 	sh.st = later
-	if !sh.mayJoin(w2, later, o, true) {
+	if joins, _ := sh.mayJoin(w2, later, o, true); !joins {
 		t.Fatal("w2 may not join once the view shows the room free")
 	}
 	if len(sh.unseen) != 0 {
 		t.Fatalf("unseen grants %v kept after the view passed them", sh.unseen)
 	}
+}
+
+// firstOfHeldBackJoins sets up, on a shared state at revision 2 of a pool
+// whose tenants are limited to 1 seat, n waiters of tenant "a" held back
+// in arrival order, of whom the first, the tenant having room, has joined
+// the line.
+func firstOfHeldBackJoins(t *testing.T, n int) (*sharedState, *poolState, claimOptions, []*heldBackTurn) {
+	t.Helper()
+	k := keys{root: "/t"}
+	live := newPoolState(k, "p")
+	live.load(2, []*mvccpb.KeyValue{{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1}})
+	o := claimOptions{tenant: "a"}
+	sh := &sharedState{st: live}
+	var turns []*heldBackTurn
+	for range n {
+		turns = append(turns, sh.arrive(o))
+	}
+	sh.mu.Lock()
+	for _, w := range turns {
+		sh.mayJoin(w, live, o, false) // held back, in arrival order
+	}
+	joins, _ := sh.mayJoin(turns[0], live, o, true) // the tenant has room: the first goes
+	sh.mu.Unlock()
+	if !joins {
+		t.Fatal("the first of its class may not join with the tenant's room free")
+	}
+	sh.joined(turns[0])
+	return sh, live, o, turns
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,7 +123,10 @@ type heldTxn struct {
 	mu                  sync.Mutex
 	armed               bool
 	caught, hold        chan struct{}
+	release             func() // closes hold, once
 	granted             chan heldGrant
+	claims              sync.WaitGroup // the claims of wait
+	ending              atomic.Bool    // the test ends: claims fail as they are cut off
 }
 
 type heldGrant struct {
@@ -132,6 +136,10 @@ type heldGrant struct {
 
 func newHeldTxn(t *testing.T) *heldTxn {
 	ht := &heldTxn{t: t, caught: make(chan struct{}), hold: make(chan struct{}), granted: make(chan heldGrant, 8)}
+	ht.release = sync.OnceFunc(func() { close(ht.hold) })
+	// Cleanups run last first: this one, after the claims' ctx is cancelled
+	// and the Coordinators are closed, so no claim outlives the test.
+	t.Cleanup(ht.claims.Wait)
 	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if txn, ok := req.(*pb.TxnRequest); ok && grants(txn) {
 			ht.mu.Lock()
@@ -140,7 +148,10 @@ func newHeldTxn(t *testing.T) *heldTxn {
 			ht.mu.Unlock()
 			if first {
 				close(ht.caught)
-				<-ht.hold
+				select {
+				case <-ht.hold:
+				case <-ctx.Done():
+				}
 			}
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -152,18 +163,26 @@ func newHeldTxn(t *testing.T) *heldTxn {
 	ht.ctx = testkit.Ctx(t, 60*time.Second)
 	ht.head = testkit.Coordinator(t, newObservedClient(t, ht.cli.Endpoints()[0], ic), coordinator.WithPrefix(prefix))
 	ht.waiters = testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(prefix))
+	t.Cleanup(ht.end)
 	return ht
 }
+
+// end marks the test's end: a held txn goes, and a claim cut off is not
+// an error.
+func (ht *heldTxn) end() { ht.ending.Store(true); ht.release() }
 
 // wait claims on c with wait, as holder name, in the background.
 func (ht *heldTxn) wait(c *coordinator.Coordinator, name string, opts ...coordinator.ClaimOption) {
 	s := testkit.Session(ht.t, ht.cli, 30*time.Second)
+	ht.t.Cleanup(ht.end) // before the session closes under the claim
+	ht.claims.Add(1)
 	go func() {
+		defer ht.claims.Done()
 		cl, err := c.Claim(ht.ctx, s, "p", append(opts, coordinator.WithWait(), coordinator.WithHolder(name))...)
-		if err != nil {
+		if err != nil && !ht.ending.Load() {
 			ht.t.Errorf("%s: %v", name, err)
 		}
-		ht.granted <- heldGrant{name, cl}
+		ht.granted <- heldGrant{name, cl} // buffered for every claim of a test
 	}()
 }
 
@@ -182,7 +201,7 @@ func (ht *heldTxn) holdGrants(trigger, meanwhile func(), n int) map[string]int64
 		t.Fatal("the head sent no txn with grants within 10s")
 	}
 	meanwhile()
-	close(ht.hold)
+	ht.release()
 	tokens := map[string]int64{}
 	for range n {
 		select {

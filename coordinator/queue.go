@@ -116,8 +116,17 @@ func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o cl
 			return func(context.Context) (bool, error) { return false, err }
 		}
 		fits := live.ownFits(o)
-		if sh.mayJoin(turn, live, o, fits) { // under sh.mu, as live is
+		join, lags := sh.mayJoin(turn, live, o, fits) // under sh.mu, as live is
+		switch {
+		case join:
 			return func(context.Context) (bool, error) { return true, nil }
+		case lags:
+			// The room is this process's own grants', which the view does
+			// not show yet: its next change does, and decides. Meanwhile
+			// neither the status nor the record changes (were it written
+			// now, it would say the limits admit the claim, and be
+			// written again at that change).
+			return func(context.Context) (bool, error) { return false, nil }
 		}
 		if fits { // but earlier waiters of its class go first
 			return func(ctx context.Context) (bool, error) {

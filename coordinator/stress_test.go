@@ -275,7 +275,10 @@ func (h *history) checkFIFO(rev int64, left []*mvccpb.KeyValue, seatLeases map[i
 		}
 		h.fifo++
 		for k, kv := range h.kvs {
-			if ok, _ := r.servable(kv); ok && strings.HasPrefix(k, h.prefix+"queue/") && kv.CreateRevision < g.CreateRevision {
+			if !strings.HasPrefix(k, h.prefix+"queue/") || kv.CreateRevision >= g.CreateRevision {
+				continue
+			}
+			if ok, _ := r.servable(kv); ok {
 				h.t.Errorf("rev %d: waiter %s (rev %d) was granted while older waiter %s (rev %d, %s) still waits and could take the seat",
 					rev, g.Key, g.CreateRevision, k, kv.CreateRevision, kv.Value)
 			}
