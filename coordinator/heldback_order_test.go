@@ -207,48 +207,7 @@ func TestAdmittedWaitersKeepLineOrder(t *testing.T) {
 // all but the one served, a step out of line again: about 40 txns for
 // 20 waiters.)
 func TestHeldBackWaitersNoHerd(t *testing.T) {
-	const waiters = 20
-	var txns atomic.Int64
-	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if _, ok := req.(*pb.TxnRequest); ok {
-			txns.Add(1)
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	c, s, held, ctx := tenantPoolHeld(t, ic)
-	granted := make(chan *coordinator.Claim, waiters)
-	wctx, stop := context.WithCancel(ctx)
-	defer stop() // the waiters end before their session closes
-	for i := range waiters {
-		go func() {
-			cl, err := c.Claim(wctx, s, "p", coordinator.WithWait(), coordinator.WithTenant("a"), coordinator.WithHolder(fmt.Sprint("w", i)))
-			if err != nil {
-				if wctx.Err() == nil {
-					t.Error(err)
-				}
-				return
-			}
-			granted <- cl
-		}()
-	}
-	heldBackCount(t, c, "p", waiters)
-	for round := range 3 {
-		before := txns.Load()
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		held = <-granted
-		heldBackCount(t, c, "p", waiters-1-round)
-		// Not a synchronisation: the window in which a herd shows. The
-		// grant above came after the release's change reached every
-		// waiter, and on b0fee4a all 41 txns of a round fell inside it.
-		time.Sleep(200 * time.Millisecond)
-		n := txns.Load() - before
-		t.Logf("round %d: %d txns", round, n)
-		if n > 6 {
-			t.Fatalf("round %d: a release with %d held-back waiters of its tenant cost %d txns; want at most 6", round, waiters-round, n)
-		}
-	}
+	herdRounds(t, 20, 3, false, func(int) int64 { return 6 })
 }
 
 // tenantPoolHeld creates pool "p" of 4 seats with a tenant limit of 1 on a
@@ -264,4 +223,70 @@ func tenantPoolHeld(t *testing.T, ic grpc.UnaryClientInterceptor) (*coordinator.
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
 	s := testkit.Session(t, cli, 30*time.Second)
 	return c, s, mustClaim(t, ctx, c, s, "p", coordinator.WithTenant("a"), coordinator.WithHolder("h")), ctx
+}
+
+// TestHeldBackHerdAcrossProcesses measures what TestHeldBackWaitersNoHerd
+// does not keep down: held-back waiters of one tenant in different
+// Coordinators (processes) each join the line when the tenant's seat
+// frees, and all but the one served step out again (README, Known
+// limits): about two txns per process and release. It logs the count, and
+// fails if a release costs more than three per process.
+func TestHeldBackHerdAcrossProcesses(t *testing.T) {
+	herdRounds(t, 6, 2, true, func(waiting int) int64 { return int64(3 * waiting) }) // slack for a retry under load
+}
+
+// herdRounds holds tenant "a"'s only seat (tenantPoolHeld), starts waiters
+// of that tenant, each in a Coordinator of its own if apart, else all in
+// the pool's, and releases the tenant's seat rounds times, each time to the
+// next waiter. It logs the txns each release cost while waiting waiters
+// were held back, and fails if that is over limit(waiting).
+func herdRounds(t *testing.T, waiters, rounds int, apart bool, limit func(waiting int) int64) {
+	var txns atomic.Int64
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := req.(*pb.TxnRequest); ok {
+			txns.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	c, s, held, ctx := tenantPoolHeld(t, ic)
+	prefix := fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq) // tenantPoolHeld's
+	granted := make(chan *coordinator.Claim, waiters)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop() // the waiters end before their sessions close
+	for i := range waiters {
+		ci, si := c, s
+		if apart {
+			cli := newObservedClient(t, s.Client().Endpoints()[0], ic)
+			ci, si = testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix)), testkit.Session(t, cli, 30*time.Second)
+		}
+		go func() {
+			cl, err := ci.Claim(wctx, si, "p", coordinator.WithWait(), coordinator.WithTenant("a"), coordinator.WithHolder(fmt.Sprint("w", i)))
+			if err != nil {
+				if wctx.Err() == nil {
+					t.Error(err)
+				}
+				return
+			}
+			granted <- cl
+		}()
+	}
+	heldBackCount(t, c, "p", waiters)
+	for round := range rounds {
+		before := txns.Load()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held = <-granted
+		heldBackCount(t, c, "p", waiters-1-round)
+		// Not a synchronisation: the window in which a herd shows. The
+		// grant above came after the release's change reached every
+		// waiter, and on b0fee4a all 41 txns of a round (20 waiters in one
+		// process) fell inside it.
+		time.Sleep(200 * time.Millisecond)
+		n, waiting := txns.Load()-before, waiters-round
+		t.Logf("round %d: %d txns with %d held-back waiters", round, n, waiting)
+		if n > limit(waiting) {
+			t.Fatalf("round %d: a release with %d held-back waiters of its tenant (apart: %v) cost %d txns; want at most %d", round, waiting, apart, n, limit(waiting))
+		}
+	}
 }
