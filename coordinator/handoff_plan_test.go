@@ -43,31 +43,13 @@ func TestHandoffLeavesFreeSeatToHead(t *testing.T) {
 // shows the same rule on etcd for a head's grants.
 func TestHandoffProvesPassedOverTenant(t *testing.T) {
 	k := keys{root: "/t"}
-	releaser, tenantHolder := queueName(1, 5), queueName(3, 6)
-	st := newPoolState(k, "p")
-	st.load(6, []*mvccpb.KeyValue{
-		{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":2,"tenantLimits":{"a":1}}`), CreateRevision: 1, ModRevision: 1, Version: 1},
-		{Key: []byte(k.seat("p", 0, releaser)), Value: []byte(`{"tenantSlot":-1,"bindSlot":-1}`), CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 1},
-		{Key: []byte(k.seat("p", 1, tenantHolder)), Value: []byte(`{"tenant":"a","tenantSlot":0,"bindSlot":-1}`), CreateRevision: 3, ModRevision: 3, Version: 1, Lease: 3},
-		{Key: []byte(k.tenant("p", "a", 0, tenantHolder)), Value: []byte(slot(1)), CreateRevision: 3, ModRevision: 3, Version: 1, Lease: 3},
-		{Key: []byte(k.queueKey("p", 4, 7)), Value: []byte(`{"holder":"a1","tenant":"a","since":"2026-12-01T00:00:00Z"}`), CreateRevision: 5, ModRevision: 5, Version: 1, Lease: 4},
-		{Key: []byte(k.queueKey("p", 2, 8)), Value: []byte(`{"holder":"g","since":"2026-12-01T00:00:00Z"}`), CreateRevision: 6, ModRevision: 6, Version: 1, Lease: 2},
-	})
-	h := heldSeat{pool: "p", seat: 0, token: 2, lease: 1, claim: releaser, rec: seatRecord{TenantSlot: -1, BindSlot: -1, Nonce: 5}}
-	p := st.planHandoff(h)
-	if p == nil || p.lease != 2 {
-		t.Fatalf("hand-off %+v; want the seat handed to g, past a1 at tenant a's limit", p)
+	tenantHolder := queueName(3, 6)
+	p, st := handoffPastTenantA(t, k, nil,
+		&mvccpb.KeyValue{Key: []byte(k.seat("p", 1, tenantHolder)), Value: []byte(`{"tenant":"a","tenantSlot":0,"bindSlot":-1}`), CreateRevision: 3, ModRevision: 3, Version: 1, Lease: 3},
+		&mvccpb.KeyValue{Key: []byte(k.tenant("p", "a", 0, tenantHolder)), Value: []byte(slot(1)), CreateRevision: 3, ModRevision: 3, Version: 1, Lease: 3})
+	if prefix := slotPrefix(k.tenants("p", "a"), 0); !provesHeld(p, prefix) {
+		t.Fatalf("hand-off compares %q: none proves tenant a's slot %s still held (view at %d)", cmpKeys(p), prefix, st.rev)
 	}
-	prefix := slotPrefix(k.tenants("p", "a"), 0)
-	var got []string
-	for _, c := range p.cmps {
-		pc := c.GetCompare()
-		if string(pc.Key) == prefix && pc.Result == pb.Compare_GREATER && pc.GetCreateRevision() == 0 {
-			return
-		}
-		got = append(got, fmt.Sprintf("%s %v %v", pc.Key, pc.Target, pc.TargetUnion))
-	}
-	t.Fatalf("hand-off compares %q: none proves tenant a's slot %s still held", got, prefix)
 }
 
 // TestHandoffProvesCommittedSlot: a slot this process's own claim
@@ -77,30 +59,62 @@ func TestHandoffProvesPassedOverTenant(t *testing.T) {
 // slots a batch's own grants take, left it out; found in review.)
 func TestHandoffProvesCommittedSlot(t *testing.T) {
 	k := keys{root: "/t"}
-	releaser, a0 := queueName(1, 5), queueName(3, 6)
+	a0 := queueName(3, 6)
+	p, st := handoffPastTenantA(t, k, func(st *poolState) {
+		st.committed(&claimPlan{lease: 3, ops: []clientv3.Op{ // tenant a's claim, committed at 8
+			clientv3.OpPut(k.seat("p", 1, a0), `{"tenant":"a","tenantSlot":0,"bindSlot":-1}`),
+			clientv3.OpPut(k.tenant("p", "a", 0, a0), slot(1)),
+		}}, 8)
+	})
+	if prefix := slotPrefix(k.tenants("p", "a"), 0); !provesHeld(p, prefix) {
+		t.Fatalf("the hand-off passes over a1 but carries no compare on %s (create revision 8, view at %d): %q", prefix, st.rev, cmpKeys(p))
+	}
+}
+
+// handoffPastTenantA plans the hand-off of seat 0 of a pool of 2 seats
+// whose tenant "a" is limited to 1, held by lease 1, while a1 of tenant a
+// and then g wait: kvs are the keys that hold tenant a's seat, or then
+// adds them to the loaded state. The seat must go to g, past a1.
+func handoffPastTenantA(t *testing.T, k keys, then func(*poolState), kvs ...*mvccpb.KeyValue) (*claimPlan, *poolState) {
+	t.Helper()
+	releaser := queueName(1, 5)
 	st := newPoolState(k, "p")
-	st.load(6, []*mvccpb.KeyValue{
+	st.load(6, append([]*mvccpb.KeyValue{
 		{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":2,"tenantLimits":{"a":1}}`), CreateRevision: 1, ModRevision: 1, Version: 1},
 		{Key: []byte(k.seat("p", 0, releaser)), Value: []byte(`{"tenantSlot":-1,"bindSlot":-1}`), CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 1},
-		{Key: []byte(k.queueKey("p", 4, 7)), Value: []byte(`{"holder":"a1","tenant":"a","since":"2026-12-01T00:00:00Z"}`), CreateRevision: 4, ModRevision: 4, Version: 1, Lease: 4},
-		{Key: []byte(k.queueKey("p", 2, 8)), Value: []byte(`{"holder":"g","since":"2026-12-01T00:00:00Z"}`), CreateRevision: 5, ModRevision: 5, Version: 1, Lease: 2},
-	})
-	st.committed(&claimPlan{lease: 3, ops: []clientv3.Op{ // tenant a's claim, committed at 8
-		clientv3.OpPut(k.seat("p", 1, a0), `{"tenant":"a","tenantSlot":0,"bindSlot":-1}`),
-		clientv3.OpPut(k.tenant("p", "a", 0, a0), slot(1)),
-	}}, 8)
+		{Key: []byte(k.queueKey("p", 4, 7)), Value: []byte(`{"holder":"a1","tenant":"a","since":"2026-12-01T00:00:00Z"}`), CreateRevision: 5, ModRevision: 5, Version: 1, Lease: 4},
+		{Key: []byte(k.queueKey("p", 2, 8)), Value: []byte(`{"holder":"g","since":"2026-12-01T00:00:00Z"}`), CreateRevision: 6, ModRevision: 6, Version: 1, Lease: 2},
+	}, kvs...))
+	if then != nil {
+		then(st)
+	}
 	h := heldSeat{pool: "p", seat: 0, token: 2, lease: 1, claim: releaser, rec: seatRecord{TenantSlot: -1, BindSlot: -1, Nonce: 5}}
 	p := st.planHandoff(h)
 	if p == nil || p.lease != 2 {
 		t.Fatalf("hand-off %+v; want the seat handed to g, past a1 at tenant a's limit", p)
 	}
-	prefix := slotPrefix(k.tenants("p", "a"), 0)
+	return p, st
+}
+
+// provesHeld reports whether p compares that the slot under prefix is
+// held (by any key).
+func provesHeld(p *claimPlan, prefix string) bool {
 	for _, c := range p.cmps {
-		if pc := c.GetCompare(); string(pc.Key) == prefix && pc.Result == pb.Compare_GREATER {
-			return
+		if pc := c.GetCompare(); string(pc.Key) == prefix && pc.Result == pb.Compare_GREATER && pc.GetCreateRevision() == 0 {
+			return true
 		}
 	}
-	t.Fatalf("the hand-off passes over a1 but carries no compare on %s (create revision 8, view at %d)", prefix, st.rev)
+	return false
+}
+
+// cmpKeys lists p's compares, for a failure message.
+func cmpKeys(p *claimPlan) []string {
+	var out []string
+	for _, c := range p.cmps {
+		pc := c.GetCompare()
+		out = append(out, fmt.Sprintf("%s %v %v", pc.Key, pc.Target, pc.TargetUnion))
+	}
+	return out
 }
 
 // TestHandoffTooLargeIsNotPlanned: a hand-off past three tenants at their

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"maps"
 	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -72,7 +73,11 @@ func (po *passedOver) pass(o claimOptions, err error) {
 			po.bars = append(po.bars, passBar{tenant: o.tenant})
 		}
 	case errors.As(err, &ns) && ns.Reason == WaitNoMatchingInstance, errors.Is(err, ErrInstanceNotFound):
-		po.bars = append(po.bars, passBar{sel: &claimOptions{instance: o.instance, labels: o.labels}})
+		if !slices.ContainsFunc(po.bars, func(b passBar) bool {
+			return b.sel != nil && b.sel.instance == o.instance && maps.Equal(b.sel.labels, o.labels)
+		}) {
+			po.bars = append(po.bars, passBar{sel: &claimOptions{instance: o.instance, labels: o.labels}})
+		}
 	}
 }
 
@@ -99,6 +104,9 @@ func (po *passedOver) takenSlots() map[string]bool {
 // it. The grant they join applies only if they hold; so do those nested in
 // it, which need no proof of their own.
 func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
+	if po.proved == len(po.bars) {
+		return nil // nothing passed over since: the common case, at no cost
+	}
 	var cmps []clientv3.Cmp
 	taken := po.takenSlots()
 	for _, b := range po.bars[po.proved:] {
