@@ -39,6 +39,12 @@ type sharedState struct {
 	inLine   map[string]int
 	unseen   map[string][]int64
 	arrivals uint64
+	// ownRecords are the waiting keys of this process's turns, and
+	// classes the waiters of each class that st showed at classesRev
+	// (heldback_peers.go).
+	ownRecords map[string]bool
+	classes    map[string]*classWaiters
+	classesRev int64
 }
 
 func (c *Coordinator) shared(pool string) *sharedState {

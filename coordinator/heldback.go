@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Held-back waiters of one Coordinator rejoin in arrival order, as many at
@@ -23,8 +24,9 @@ import (
 //
 //   - a listed waiter joins the line when its constraints admit more
 //     claims than there are waiters of its class ahead of it: those listed
-//     before it, those that joined from the list and are still in line,
-//     and those granted a seat that the view does not show yet. With room
+//     before it, those in line (of any process), and those granted a seat
+//     that the view does not show yet; and, for a short grace, those held
+//     back before it in other processes (heldback_peers.go). With room
 //     for one, that is the first, then the next once the first is granted
 //     and its seat seen, gone or out of line again (barred at the head);
 //   - a waiter of the class that arrives while others are listed, and a
@@ -33,13 +35,15 @@ import (
 //     when others wait in line (sharedState.plan).
 //
 // A waiter that its constraints admit when it arrives, none of its class
-// being listed or granted unseen, joins the line at once, as any waiter
-// does.
+// being listed, in line, recorded as held back or granted unseen, joins
+// the line at once, as any waiter does.
 //
 // What it does not do:
-//   - order held-back waiters of different Coordinators (processes), or of
-//     different classes, which join in the order they react; or stop a
-//     claim of another Coordinator from taking the freed seat first;
+//   - order held-back waiters of different Coordinators (processes) for
+//     longer than heldBackGrace (a later one joins when the earlier has not
+//     within it), or of different classes, which join in the order they
+//     react; or stop a claim of another Coordinator from taking the freed
+//     seat first;
 //   - keep a held-back waiter's place against other classes: it joins the
 //     line at the back when its turn comes, behind waiters of other
 //     classes that arrived while its class's room was taken;
@@ -54,9 +58,14 @@ import (
 // waiters of its class on a pool, kept across its steps out of line.
 type heldBackTurn struct {
 	class  string // constraintClass of its options
+	record string // its waiting key (waiting.go)
 	seq    uint64 // arrival order in this process
 	listed bool   // it is among the held-back waiters of its class
 	inLine bool   // it joined the line from being held back, and is there
+	// keptSince is when its constraints, and this process's turns, last
+	// began to admit it while other processes' earlier held-back waiters
+	// kept it back (heldback_peers.go); zero while they do not.
+	keptSince time.Time
 }
 
 // constraintClass names the constraints of o that decide whether its own
@@ -70,41 +79,64 @@ func constraintClass(o claimOptions) string {
 	return string(b)
 }
 
-// arrive returns the turn of a claim with options o that starts to wait.
-func (sh *sharedState) arrive(o claimOptions) *heldBackTurn {
+// arrive returns the turn of a claim with options o that starts to wait,
+// whose waiting record is at key record.
+func (sh *sharedState) arrive(o claimOptions, record string) *heldBackTurn {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.arrivals++
-	return &heldBackTurn{class: constraintClass(o), seq: sh.arrivals}
+	if sh.ownRecords == nil {
+		sh.ownRecords = map[string]bool{}
+	}
+	sh.ownRecords[record] = true
+	return &heldBackTurn{class: constraintClass(o), record: record, seq: sh.arrivals}
 }
 
 // mayJoin reports whether t, a waiter with options o off the line, may
 // join it now on live, where fits is live.ownFits(o), and lists t among
-// the held-back waiters of its class unless it joins as one that none of
-// its class is held back or granted unseen before. A listed turn may join
-// when its constraints admit more claims than there are waiters of its
-// class ahead of it: those listed before it, those that joined from the
-// list and are in line, and those granted seats the view does not show
-// yet (unseenGrants). lags reports that only the last keep it back: the
-// view is behind this process's own grants, and the next look, once the
-// feed brings them, decides. Under sh.mu (from a feed look); O(log n) in
-// the n listed.
-func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) (join, lags bool) {
+// the held-back waiters of its class unless it joins as one that no
+// waiter of its class is held back, in line or granted unseen before. A
+// listed turn may join when its constraints admit more claims than there
+// are waiters of its class ahead of it: those listed before it in this
+// process; those in line, of this process (joined from the list, seen or
+// not) or of any (in the view); those granted seats the view does not
+// show yet (unseenGrants); and, for up to heldBackGrace, those held back
+// in other processes before it (heldback_peers.go). lags reports that
+// only this process's unseen grants keep it back: the view is behind
+// them, and the next look, once the feed brings them, decides. wait > 0
+// reports that only other processes' earlier waiters keep it back, for
+// at most that long: the caller looks again then. Under sh.mu (from a
+// feed look); O(log n) in the n listed, but for a turn its constraints
+// admit, which reads the view's classes once per revision.
+func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) (join, lags bool, wait time.Duration) {
+	if !fits {
+		sh.list(t)
+		t.keptSince = time.Time{}
+		return false, false, 0
+	}
 	turns := sh.heldBack[t.class]
 	unseen := sh.unseenGrants(t.class, live.rev)
-	if fits && !t.listed && len(turns) == 0 && unseen == 0 {
-		return true, false
+	peers := sh.classesAt(live)[t.class]
+	if !t.listed && len(turns) == 0 && unseen == 0 && peers == nil {
+		return true, false, 0
 	}
 	i := sh.list(t)
-	if !fits {
-		return false, false
-	}
 	admits := func(ahead int) bool { return ahead == 0 || live.ownRoom(o, ahead+1) > ahead }
 	ahead := i + sh.inLine[t.class]
-	if admits(ahead + unseen) {
-		return true, false
+	if peers != nil {
+		ahead = i + max(sh.inLine[t.class], peers.inLine)
 	}
-	return false, unseen > 0 && admits(ahead)
+	if !admits(ahead + unseen) {
+		t.keptSince = time.Time{}
+		return false, unseen > 0 && admits(ahead), 0
+	}
+	if before := sh.peersBefore(peers, live.waiting[t.record]); before > 0 && !admits(ahead+before) {
+		if wait := t.keptByPeers(time.Now()); wait > 0 {
+			return false, false, wait
+		}
+	}
+	t.keptSince = time.Time{}
+	return true, false, 0
 }
 
 // unseenGrants returns how many waiters of class were granted seats that
@@ -203,6 +235,7 @@ func (sh *sharedState) done(t *heldBackTurn, token int64) {
 		}
 		sh.unseen[t.class] = append(sh.unseen[t.class], token)
 	}
+	delete(sh.ownRecords, t.record)
 	listed := sh.unlist(t)
 	if sh.leaveLine(t) || listed {
 		sh.wake()
@@ -277,8 +310,8 @@ func (c *Coordinator) heldBackAhead(pool string, o claimOptions) error {
 }
 
 // heldBackTurnStatus is the status of a held-back waiter whose constraints
-// admit it: it joins the line, after the earlier waiters of its class in
-// its process. Queue says it of any held-back waiter whose constraints
+// admit it: it joins the line, after the earlier waiters of its class (of
+// its process; of others, for heldBackGrace). Queue says it of any held-back waiter whose constraints
 // admit it, as a process that does not hold the turns sees it.
 var heldBackTurnStatus = WaitStatus{Reason: WaitQueue,
-	Detail: "its own limits admit it: it joins the line after the earlier waiters of its tenant and instance selector in its process"}
+	Detail: "its own limits admit it: it joins the line after the earlier waiters of its tenant and instance selector"}

@@ -47,10 +47,10 @@ func TestSteppedOutKeepsItsTurn(t *testing.T) {
 	sh.steppedOut(w2) // barred at the head: the view had not shown the room taken
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if joins, _ := sh.mayJoin(w3, live, o, true); joins {
+	if joins, _, _ := sh.mayJoin(w3, live, o, true); joins {
 		t.Fatal("w3 may join the line while w2, which arrived first, is between stepping out and its next look")
 	}
-	if joins, _ := sh.mayJoin(w2, live, o, true); !joins {
+	if joins, _, _ := sh.mayJoin(w2, live, o, true); !joins {
 		t.Fatal("w2 may not join again with the room free")
 	}
 }
@@ -63,11 +63,11 @@ func TestSteppedOutKeepsItsTurn(t *testing.T) {
 // joins once the view shows the seat released.
 func TestGrantedTurnKeepsItsRoom(t *testing.T) {
 	sh, live, o, w := firstOfHeldBackJoins(t, 2)
-	w1, w2, w3 := w[0], w[1], sh.arrive(o)
+	w1, w2, w3 := w[0], w[1], sh.arrive(o, "w3")
 	sh.done(w1, 5) // granted at revision 5; the view is at 2
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	joins, lags := sh.mayJoin(w2, live, o, true)
+	joins, lags, _ := sh.mayJoin(w2, live, o, true)
 	if joins {
 		t.Fatal("w2 may join the line on the room w1's grant took, which the view does not show yet")
 	}
@@ -75,13 +75,13 @@ func TestGrantedTurnKeepsItsRoom(t *testing.T) {
 		t.Fatal("w2, kept back only by w1's grant that the view does not show, is not told the view lags: it would record that its limits admit it")
 	}
 	// w3 comes to look only now: kept back too, and listed behind w2.
-	if joins, lags := sh.mayJoin(w3, live, o, true); joins || lags {
+	if joins, lags, _ := sh.mayJoin(w3, live, o, true); joins || lags {
 		t.Fatalf("w3, behind w2 in a room for one: join %v, lags %v; want neither", joins, lags)
 	}
 	later := newPoolState(live.k, "p")
 	later.load(7, []*mvccpb.KeyValue{live.specKV}) // w1's seat granted and released since
 	sh.st = later
-	if joins, _ := sh.mayJoin(w2, later, o, true); !joins {
+	if joins, _, _ := sh.mayJoin(w2, later, o, true); !joins {
 		t.Fatal("w2 may not join once the view shows the room free")
 	}
 	if len(sh.unseen) != 0 {
@@ -102,13 +102,13 @@ func firstOfHeldBackJoins(t *testing.T, n int) (*sharedState, *poolState, claimO
 	sh := &sharedState{st: live}
 	var turns []*heldBackTurn
 	for range n {
-		turns = append(turns, sh.arrive(o))
+		turns = append(turns, sh.arrive(o, k.waitingKey("p", 9, uint64(len(turns)))))
 	}
 	sh.mu.Lock()
 	for _, w := range turns {
 		sh.mayJoin(w, live, o, false) // held back, in arrival order
 	}
-	joins, _ := sh.mayJoin(turns[0], live, o, true) // the tenant has room: the first goes
+	joins, _, _ := sh.mayJoin(turns[0], live, o, true) // the tenant has room: the first goes
 	sh.mu.Unlock()
 	if !joins {
 		t.Fatal("the first of its class may not join with the tenant's room free")

@@ -58,7 +58,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 	sh := c.shared(pool)
 	var turn *heldBackTurn // its place among this process's waiters of its class
 	if req.opts.constrained() {
-		turn = sh.arrive(req.opts)
+		turn = sh.arrive(req.opts, w.key)
 	}
 	var token int64 // of the seat it is granted
 	defer func() { sh.done(turn, token) }()
@@ -106,8 +106,8 @@ var errStepOut = errors.New("coordinator: step out of line")
 
 // preWait blocks, off the queue, until the claimant's own constraints
 // (tenant limit, instance selector) would admit it and no earlier waiter
-// of its class in this process is to go first (turn, heldback.go);
-// meanwhile its waiting record says why it waits. It fails at once when
+// of its class is to go first (turn, heldback.go; in other processes,
+// heldback_peers.go); meanwhile its waiting record says why it waits. It fails at once when
 // the spec denies the claimant's tenant (NoSeatError.Never).
 func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o claimOptions, w *waitTracker, turn *heldBackTurn) error {
 	sh := c.shared(pool)
@@ -116,7 +116,16 @@ func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o cl
 			return func(context.Context) (bool, error) { return false, err }
 		}
 		fits := live.ownFits(o)
-		join, lags := sh.mayJoin(turn, live, o, fits) // under sh.mu, as live is
+		join, lags, wait := sh.mayJoin(turn, live, o, fits) // under sh.mu, as live is
+		if wait > 0 {
+			// No change of the pool may come when the grace ends (a stale
+			// record): look again then.
+			time.AfterFunc(wait, func() {
+				sh.mu.Lock()
+				defer sh.mu.Unlock()
+				sh.wake()
+			})
+		}
 		switch {
 		case join:
 			return func(context.Context) (bool, error) { return true, nil }
@@ -128,7 +137,7 @@ func (c *Coordinator) preWait(ctx context.Context, s *Session, pool string, o cl
 			// written again at that change).
 			return func(context.Context) (bool, error) { return false, nil }
 		}
-		if fits { // but earlier waiters of its class go first
+		if fits { // but earlier waiters of its class go first, or may
 			return func(ctx context.Context) (bool, error) {
 				w.waitTurn(ctx)
 				return false, nil

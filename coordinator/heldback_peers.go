@@ -1,0 +1,126 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Held-back waiters of other processes. The turns of heldback.go order
+// one process's held-back waiters of a constraint class. Those of other
+// processes show in the pool's view: a held-back waiter keeps a waiting
+// record (waiting.go), created when it is held back, and one that joined
+// the line has its queue key. So a listed waiter whose constraints admit
+// it counts as waiters of its class ahead of it, besides those of its own
+// process (mayJoin):
+//
+//   - the waiters of its class in line, of any process: they are ahead of
+//     it in line and take the room first. Once one process's waiter joins,
+//     the others see the room taken, and stay off the line;
+//   - the waiting records of its class that other processes' waiters hold
+//     and that were created before its own (all of them while its own is
+//     not in the view). So when a freed seat admits one waiter, the one
+//     held back first joins, and the first waiters of the other processes
+//     wait for its queue key instead of joining beside it, each to step
+//     out again at the head (TestHeldBackHerdAcrossProcesses).
+//
+// The records are a hint, not a rule. A record can outlive its waiter: a
+// put whose answer was lost that lands after the waiter joined the line
+// or gave up stays until the waiter's session ends, and a paused or
+// cut-off process's waiters cannot react. And a waiter whose own record
+// is not written counts every record as earlier. So a waiter kept back by
+// other processes' records alone joins anyway once it has been kept so for
+// heldBackGrace: a stale record costs a freed room that long, never more,
+// and never blocks a waiter for good (the hazards for which records as a
+// rule were reverted in 120b70e). A waiter that joins in that grace, or a
+// claim of another process made meanwhile, still goes before; FIFO among
+// waiters in line is the queue's, unchanged.
+
+// heldBackGrace is how long a held-back waiter that its constraints admit
+// lets earlier held-back waiters of its class in other processes go first
+// (see above). It covers their reaction to the same change of the pool and
+// their enqueue's round trip on a loaded etcd.
+const heldBackGrace = 100 * time.Millisecond
+
+// classWaiters is what one view shows of one constraint class's waiters:
+// the create revisions of their waiting records, by key, in create order,
+// and how many are in line.
+type classWaiters struct {
+	records []recordAt
+	inLine  int
+}
+
+type recordAt struct {
+	key string
+	rev int64
+}
+
+// classesAt returns the waiters of each constraint class in live, read once
+// per revision of the view. Under sh.mu.
+func (sh *sharedState) classesAt(live *poolState) map[string]*classWaiters {
+	if sh.classes != nil && sh.classesRev == live.rev {
+		return sh.classes
+	}
+	m := map[string]*classWaiters{}
+	of := func(o claimOptions) *classWaiters {
+		class := constraintClass(o)
+		cw := m[class]
+		if cw == nil {
+			cw = &classWaiters{}
+			m[class] = cw
+		}
+		return cw
+	}
+	for key, kv := range live.waiting {
+		var rec waitingRecord
+		if json.Unmarshal(kv.Value, &rec) != nil {
+			continue
+		}
+		if o := (claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}); o.constrained() {
+			cw := of(o)
+			cw.records = append(cw.records, recordAt{key: key, rev: kv.CreateRevision})
+		}
+	}
+	for _, cw := range m {
+		slices.SortFunc(cw.records, func(a, b recordAt) int { return int(a.rev - b.rev) })
+	}
+	for _, kv := range live.line {
+		if req, ok := live.waiterRequest(kv); ok && req.opts.constrained() {
+			of(req.opts).inLine++
+		}
+	}
+	sh.classes, sh.classesRev = m, live.rev
+	return m
+}
+
+// peersBefore returns how many waiting records of cw other processes'
+// waiters hold that were created before own (nil: not in the view, so
+// all), skipping those of this process's turns, which mayJoin counts in
+// their turn. Under sh.mu.
+func (sh *sharedState) peersBefore(cw *classWaiters, own *mvccpb.KeyValue) int {
+	if cw == nil {
+		return 0
+	}
+	n := 0
+	for _, r := range cw.records {
+		if own != nil && r.rev >= own.CreateRevision {
+			break
+		}
+		if !sh.ownRecords[r.key] {
+			n++
+		}
+	}
+	return n
+}
+
+// keptByPeers notes that t is kept off the line only by earlier waiters of
+// other processes, and returns how long it still lets them go first; 0:
+// its grace is over, and it joins.
+func (t *heldBackTurn) keptByPeers(now time.Time) time.Duration {
+	if t.keptSince.IsZero() {
+		t.keptSince = now
+	}
+	return max(0, heldBackGrace-now.Sub(t.keptSince))
+}
