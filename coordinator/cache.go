@@ -39,12 +39,14 @@ type sharedState struct {
 	inLine   map[string]int
 	unseen   map[string][]int64
 	arrivals uint64
-	// ownRecords are the waiting keys of this process's turns, and
-	// classes the waiters of each class that st showed at classesRev
-	// (heldback_peers.go).
-	ownRecords map[string]bool
-	classes    map[string]*classWaiters
-	classesRev int64
+	// ownRecords are the waiting keys of this process's turns; records
+	// and lineClasses are the waiting records and the count in line of
+	// each class that st showed at their revisions (heldback_peers.go).
+	ownRecords     map[string]bool
+	records        map[string][]recordAt
+	recordsRev     int64
+	lineClasses    map[string]int
+	lineClassesRev int64
 }
 
 func (c *Coordinator) shared(pool string) *sharedState {

@@ -35,8 +35,9 @@ import (
 //     when others wait in line (sharedState.plan).
 //
 // A waiter that its constraints admit when it arrives, none of its class
-// being listed, in line, recorded as held back or granted unseen, joins
-// the line at once, as any waiter does.
+// being listed, recorded as held back or granted unseen, joins the line at
+// once, as any waiter does, whoever of its class is in line
+// (TestAdmittedWaitersKeepLineOrder).
 //
 // What it does not do:
 //   - order held-back waiters of different Coordinators (processes) for
@@ -94,20 +95,23 @@ func (sh *sharedState) arrive(o claimOptions, record string) *heldBackTurn {
 
 // mayJoin reports whether t, a waiter with options o off the line, may
 // join it now on live, where fits is live.ownFits(o), and lists t among
-// the held-back waiters of its class unless it joins as one that no
-// waiter of its class is held back, in line or granted unseen before. A
-// listed turn may join when its constraints admit more claims than there
-// are waiters of its class ahead of it: those listed before it in this
-// process; those in line, of this process (joined from the list, seen or
-// not) or of any (in the view); those granted seats the view does not
-// show yet (unseenGrants); and, for up to heldBackGrace, those held back
-// in other processes before it (heldback_peers.go). lags reports that
-// only this process's unseen grants keep it back: the view is behind
-// them, and the next look, once the feed brings them, decides. wait > 0
-// reports that only other processes' earlier waiters keep it back, for
-// at most that long: the caller looks again then. Under sh.mu (from a
-// feed look); O(log n) in the n listed, but for a turn its constraints
-// admit, which reads the view's classes once per revision.
+// the held-back waiters of its class unless it joins at once: a waiter
+// not listed yet that fits joins whoever of its class is in line, unless
+// one of its class is listed, recorded as held back (by any process) or
+// granted unseen. A listed turn may join when its constraints admit more
+// claims than there are waiters of its class ahead of it: those listed
+// before it in this process; those in line, of this process (joined from
+// the list, seen or not) or of any (in the view); those granted seats the
+// view does not show yet (unseenGrants); and, for up to heldBackGrace,
+// those held back before it in other processes (heldback_peers.go).
+//
+// lags reports that only this process's unseen grants keep it back: the
+// view is behind them, and the next look, once the feed brings them,
+// decides. wait > 0 reports that only other processes' earlier waiters
+// keep it back, for at most that long: the caller looks again then. Under
+// sh.mu (from a feed look); O(log n) in the n listed, but for a turn that
+// fits, which reads the view's records (and, listed, its line) once per
+// revision of the view.
 func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) (join, lags bool, wait time.Duration) {
 	if !fits {
 		sh.list(t)
@@ -116,21 +120,18 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions,
 	}
 	turns := sh.heldBack[t.class]
 	unseen := sh.unseenGrants(t.class, live.rev)
-	peers := sh.classesAt(live)[t.class]
-	if !t.listed && len(turns) == 0 && unseen == 0 && peers == nil {
+	records := sh.recordsAt(live)[t.class]
+	if !t.listed && len(turns) == 0 && unseen == 0 && len(records) == 0 {
 		return true, false, 0
 	}
 	i := sh.list(t)
 	admits := func(ahead int) bool { return ahead == 0 || live.ownRoom(o, ahead+1) > ahead }
-	ahead := i + sh.inLine[t.class]
-	if peers != nil {
-		ahead = i + max(sh.inLine[t.class], peers.inLine)
-	}
+	ahead := i + max(sh.inLine[t.class], sh.inLineAt(live)[t.class])
 	if !admits(ahead + unseen) {
 		t.keptSince = time.Time{}
 		return false, unseen > 0 && admits(ahead), 0
 	}
-	if before := sh.peersBefore(peers, live.waiting[t.record]); before > 0 && !admits(ahead+before) {
+	if before := sh.peersBefore(records, live.waiting[t.record]); before > 0 && !admits(ahead+before) {
 		if wait := t.keptByPeers(time.Now()); wait > 0 {
 			return false, false, wait
 		}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"time"
@@ -26,6 +27,10 @@ import (
 //     wait for its queue key instead of joining beside it, each to step
 //     out again at the head (TestHeldBackHerdAcrossProcesses).
 //
+// A waiter not listed yet that its constraints admit joins the line at
+// once, as before, unless records of its class show others held back: it
+// then lets them go first in the same way.
+//
 // The records are a hint, not a rule. A record can outlive its waiter: a
 // put whose answer was lost that lands after the waiter joined the line
 // or gave up stays until the waiter's session ends, and a paused or
@@ -44,67 +49,59 @@ import (
 // their enqueue's round trip on a loaded etcd.
 const heldBackGrace = 100 * time.Millisecond
 
-// classWaiters is what one view shows of one constraint class's waiters:
-// the create revisions of their waiting records, by key, in create order,
-// and how many are in line.
-type classWaiters struct {
-	records []recordAt
-	inLine  int
-}
-
+// recordAt is a waiting record's key and create revision.
 type recordAt struct {
 	key string
 	rev int64
 }
 
-// classesAt returns the waiters of each constraint class in live, read once
-// per revision of the view. Under sh.mu.
-func (sh *sharedState) classesAt(live *poolState) map[string]*classWaiters {
-	if sh.classes != nil && sh.classesRev == live.rev {
-		return sh.classes
+// recordsAt returns the waiting records of each constraint class in live,
+// in create order, read once per revision of the view. Under sh.mu.
+func (sh *sharedState) recordsAt(live *poolState) map[string][]recordAt {
+	if sh.records != nil && sh.recordsRev == live.rev {
+		return sh.records
 	}
-	m := map[string]*classWaiters{}
-	of := func(o claimOptions) *classWaiters {
-		class := constraintClass(o)
-		cw := m[class]
-		if cw == nil {
-			cw = &classWaiters{}
-			m[class] = cw
-		}
-		return cw
-	}
+	m := map[string][]recordAt{}
 	for key, kv := range live.waiting {
 		var rec waitingRecord
 		if json.Unmarshal(kv.Value, &rec) != nil {
 			continue
 		}
 		if o := (claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}); o.constrained() {
-			cw := of(o)
-			cw.records = append(cw.records, recordAt{key: key, rev: kv.CreateRevision})
+			class := constraintClass(o)
+			m[class] = append(m[class], recordAt{key: key, rev: kv.CreateRevision})
 		}
 	}
-	for _, cw := range m {
-		slices.SortFunc(cw.records, func(a, b recordAt) int { return int(a.rev - b.rev) })
+	for _, recs := range m {
+		slices.SortFunc(recs, func(a, b recordAt) int { return cmp.Compare(a.rev, b.rev) })
 	}
-	for _, kv := range live.line {
-		if req, ok := live.waiterRequest(kv); ok && req.opts.constrained() {
-			of(req.opts).inLine++
-		}
-	}
-	sh.classes, sh.classesRev = m, live.rev
+	sh.records, sh.recordsRev = m, live.rev
 	return m
 }
 
-// peersBefore returns how many waiting records of cw other processes'
-// waiters hold that were created before own (nil: not in the view, so
-// all), skipping those of this process's turns, which mayJoin counts in
-// their turn. Under sh.mu.
-func (sh *sharedState) peersBefore(cw *classWaiters, own *mvccpb.KeyValue) int {
-	if cw == nil {
-		return 0
+// inLineAt returns how many waiters of each constraint class are in line
+// in live, counted once per revision of the view. Under sh.mu.
+func (sh *sharedState) inLineAt(live *poolState) map[string]int {
+	if sh.lineClasses != nil && sh.lineClassesRev == live.rev {
+		return sh.lineClasses
 	}
+	m := map[string]int{}
+	for _, kv := range live.line {
+		if req, ok := live.waiterRequest(kv); ok && req.opts.constrained() {
+			m[constraintClass(req.opts)]++
+		}
+	}
+	sh.lineClasses, sh.lineClassesRev = m, live.rev
+	return m
+}
+
+// peersBefore returns how many of records (a class's, in create order)
+// other processes' waiters hold that were created before own (nil: not in
+// the view, so all), skipping those of this process's turns, which
+// mayJoin counts in their turn. Under sh.mu.
+func (sh *sharedState) peersBefore(records []recordAt, own *mvccpb.KeyValue) int {
 	n := 0
-	for _, r := range cw.records {
+	for _, r := range records {
 		if own != nil && r.rev >= own.CreateRevision {
 			break
 		}
