@@ -35,9 +35,9 @@ import (
 //     when others wait in line (sharedState.plan).
 //
 // A waiter that its constraints admit when it arrives, none of its class
-// being listed, recorded as held back or granted unseen, joins the line at
-// once, as any waiter does, whoever of its class is in line
-// (TestAdmittedWaitersKeepLineOrder).
+// being listed in this process or granted unseen, joins the line at once,
+// as any waiter does, whoever of its class is in line or held back in
+// other processes (TestAdmittedWaitersKeepLineOrder).
 //
 // What it does not do:
 //   - order held-back waiters of different Coordinators (processes) for
@@ -96,8 +96,8 @@ func (sh *sharedState) arrive(o claimOptions, record string) *heldBackTurn {
 // mayJoin reports whether t, a waiter with options o off the line, may
 // join it now on live, where fits is live.ownFits(o), and lists t among
 // the held-back waiters of its class unless it joins at once: a waiter
-// not listed yet that fits joins whoever of its class is in line, unless
-// one of its class is listed, recorded as held back (by any process) or
+// not listed yet that fits joins whoever of its class is in line or held
+// back elsewhere, unless one of its class is listed in this process or
 // granted unseen. A listed turn may join when its constraints admit more
 // claims than there are waiters of its class ahead of it: those listed
 // before it in this process; those in line, of this process (joined from
@@ -108,10 +108,12 @@ func (sh *sharedState) arrive(o claimOptions, record string) *heldBackTurn {
 // lags reports that only this process's unseen grants keep it back: the
 // view is behind them, and the next look, once the feed brings them,
 // decides. wait > 0 reports that only other processes' earlier waiters
-// keep it back, for at most that long: the caller looks again then. Under
-// sh.mu (from a feed look); O(log n) in the n listed, but for a turn that
-// fits, which reads the view's records (and, listed, its line) once per
-// revision of the view.
+// begin to keep it back, for at most that long: the caller looks again
+// then. It is reported once per spell: a look within the spell returns
+// all zero, as for a turn that waits for earlier ones. Under sh.mu (from
+// a feed look); O(log n) in the n listed, but for a listed turn that
+// fits, which reads the view's line and records once per revision of the
+// view.
 func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions, fits bool) (join, lags bool, wait time.Duration) {
 	if !fits {
 		sh.list(t)
@@ -120,8 +122,7 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions,
 	}
 	turns := sh.heldBack[t.class]
 	unseen := sh.unseenGrants(t.class, live.rev)
-	records := sh.recordsAt(live)[t.class]
-	if !t.listed && len(turns) == 0 && unseen == 0 && len(records) == 0 {
+	if !t.listed && len(turns) == 0 && unseen == 0 {
 		return true, false, 0
 	}
 	i := sh.list(t)
@@ -131,9 +132,13 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions,
 		t.keptSince = time.Time{}
 		return false, unseen > 0 && admits(ahead), 0
 	}
+	records := sh.recordsAt(live)[t.class]
 	if before := sh.peersBefore(records, live.waiting[t.record]); before > 0 && !admits(ahead+before) {
-		if wait := t.keptByPeers(time.Now()); wait > 0 {
-			return false, false, wait
+		if left, first := t.keptByPeers(time.Now()); left > 0 {
+			if !first {
+				left = 0 // the caller looks again when the first left ends
+			}
+			return false, false, left
 		}
 	}
 	t.keptSince = time.Time{}
@@ -311,8 +316,9 @@ func (c *Coordinator) heldBackAhead(pool string, o claimOptions) error {
 }
 
 // heldBackTurnStatus is the status of a held-back waiter whose constraints
-// admit it: it joins the line, after the earlier waiters of its class (of
-// its process; of others, for heldBackGrace). Queue says it of any held-back waiter whose constraints
-// admit it, as a process that does not hold the turns sees it.
+// admit it: it joins the line after the earlier waiters of its class (of
+// its process, those in line of any, and, for heldBackGrace, those held
+// back in others). Queue says it of any held-back waiter whose
+// constraints admit it, as a process that does not hold the turns sees it.
 var heldBackTurnStatus = WaitStatus{Reason: WaitQueue,
 	Detail: "its own limits admit it: it joins the line after the earlier waiters of its tenant and instance selector"}

@@ -1,9 +1,12 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestConstraintClassNamesEachSelector: claims whose selectors differ are
@@ -115,4 +118,56 @@ func firstOfHeldBackJoins(t *testing.T, n int) (*sharedState, *poolState, claimO
 	}
 	sh.joined(turns[0])
 	return sh, live, o, turns
+}
+
+// TestHeldBackLetsPeersGoFirstForGrace: a listed waiter that its
+// constraints admit lets a held-back waiter of its class in another
+// process whose waiting record is older go first, for heldBackGrace and
+// no longer, and asks to be woken once, when the spell begins
+// (heldback_peers.go). A waiter not listed yet joins at once whatever the
+// records say, and a record younger than its own keeps nobody back.
+func TestHeldBackLetsPeersGoFirstForGrace(t *testing.T) {
+	k := keys{root: "/t"}
+	o := claimOptions{tenant: "a"}
+	record := func(lease clientv3.LeaseID, rev int64) *mvccpb.KeyValue {
+		v, err := json.Marshal(waitingRecord{waiterRecord: waiterRecord{Holder: "h", Tenant: "a"}, Reason: WaitTenantLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &mvccpb.KeyValue{Key: []byte(k.waitingKey("p", lease, 1)), Value: v, Lease: int64(lease), CreateRevision: rev, ModRevision: rev, Version: 1}
+	}
+	view := func(rev, peerRev int64) *poolState {
+		live := newPoolState(k, "p")
+		live.load(rev, []*mvccpb.KeyValue{
+			{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1},
+			record(7, peerRev), // another process's
+			record(9, 4),       // this waiter's own
+		})
+		return live
+	}
+	live := view(6, 3)
+	sh := &sharedState{st: live}
+	w := sh.arrive(o, k.waitingKey("p", 9, 1))
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if joins, _, _ := sh.mayJoin(w, live, o, true); !joins {
+		t.Fatal("a waiter not listed yet that fits is kept back by another process's record")
+	}
+	sh.mayJoin(w, live, o, false) // held back: listed
+	joins, _, wait := sh.mayJoin(w, live, o, true)
+	if joins || wait <= 0 || wait > heldBackGrace {
+		t.Fatalf("listed behind an older record of another process: join %v, wait %v; want to wait at most %v", joins, wait, heldBackGrace)
+	}
+	if joins, lags, wait := sh.mayJoin(w, live, o, true); joins || lags || wait != 0 {
+		t.Fatalf("a second look in the same spell: join %v, lags %v, wait %v; want all zero (one wake-up per spell)", joins, lags, wait)
+	}
+	w.keptSince = time.Now().Add(-heldBackGrace)
+	if joins, _, _ := sh.mayJoin(w, live, o, true); !joins {
+		t.Fatal("kept back by another process's record for the whole grace, the waiter may still not join")
+	}
+	sh.mayJoin(w, live, o, false) // held back again: a new spell
+	younger := view(7, 5)         // a later view: the records are read once per revision
+	if joins, _, _ := sh.mayJoin(w, younger, o, true); !joins {
+		t.Fatal("a record younger than the waiter's own keeps it back")
+	}
 }

@@ -232,7 +232,7 @@ func tenantPoolHeld(t *testing.T, ic grpc.UnaryClientInterceptor) (*coordinator.
 // the seat freed, and all but the one served stepped out again: 13 txns
 // per release with 6 processes, 21 with 10.
 func TestHeldBackHerdAcrossProcesses(t *testing.T) {
-	herdRounds(t, 6, 2, true, func(int) int64 { return 6 }) // 3, and slack for a retry under load
+	herdRounds(t, 6, 2, true, func(int) int64 { return 8 }) // 3, and slack for retries under load; 13 without
 }
 
 // herdRounds holds tenant "a"'s only seat (tenantPoolHeld), starts waiters

@@ -19,7 +19,8 @@ import (
 //
 //   - the waiters of its class in line, of any process: they are ahead of
 //     it in line and take the room first. Once one process's waiter joins,
-//     the others see the room taken, and stay off the line;
+//     the others, once their view shows its queue key, see the room taken
+//     and stay off the line;
 //   - the waiting records of its class that other processes' waiters hold
 //     and that were created before its own (all of them while its own is
 //     not in the view). So when a freed seat admits one waiter, the one
@@ -27,9 +28,11 @@ import (
 //     wait for its queue key instead of joining beside it, each to step
 //     out again at the head (TestHeldBackHerdAcrossProcesses).
 //
-// A waiter not listed yet that its constraints admit joins the line at
-// once, as before, unless records of its class show others held back: it
-// then lets them go first in the same way.
+// A waiter not listed yet that its constraints admit, none of its class
+// being listed in its process, joins the line at once, as before, records
+// or not: so a stale record never delays, or reorders, a fresh arrival.
+// Held back and listed, it lets the earlier ones of other processes go
+// first as above.
 //
 // The records are a hint, not a rule. A record can outlive its waiter: a
 // put whose answer was lost that lands after the waiter joined the line
@@ -48,6 +51,13 @@ import (
 // (see above). It covers their reaction to the same change of the pool and
 // their enqueue's round trip on a loaded etcd.
 const heldBackGrace = 100 * time.Millisecond
+
+// recordsAt and inLineAt read the view once per revision. This process's
+// own writes, folded into the view before the feed brings them
+// (poolState.committed, forgetIn), do not move its revision, so until the
+// feed's next change the memo may still count a queue key or record that
+// they deleted: that only keeps a turn back, and no longer than that
+// change (or, for records, the grace).
 
 // recordAt is a waiting record's key and create revision.
 type recordAt struct {
@@ -113,11 +123,11 @@ func (sh *sharedState) peersBefore(records []recordAt, own *mvccpb.KeyValue) int
 }
 
 // keptByPeers notes that t is kept off the line only by earlier waiters of
-// other processes, and returns how long it still lets them go first; 0:
-// its grace is over, and it joins.
-func (t *heldBackTurn) keptByPeers(now time.Time) time.Duration {
+// other processes, and returns how long it still lets them go first (0:
+// its grace is over, and it joins), and whether the spell began now.
+func (t *heldBackTurn) keptByPeers(now time.Time) (left time.Duration, first bool) {
 	if t.keptSince.IsZero() {
-		t.keptSince = now
+		t.keptSince, first = now, true
 	}
-	return max(0, heldBackGrace-now.Sub(t.keptSince))
+	return max(0, heldBackGrace-now.Sub(t.keptSince)), first
 }

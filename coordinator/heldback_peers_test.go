@@ -18,15 +18,16 @@ import (
 // TestHeldBackPeersGoFirst: two claimants of tenant "a", in two
 // Coordinators (processes), wait held back while "a" holds its limit; a1
 // was held back first. When the tenant's seat frees, a1 is served first
-// although its process sends its writes 50 ms late: a2's process sees
-// a1's earlier waiting record and lets it go first (heldback_peers.go).
-// Without that, a2 joined the line at once and took the seat.
+// although its process sends its writes 20 ms late (well within
+// heldBackGrace): a2's process sees a1's earlier waiting record and lets
+// it go first (heldback_peers.go). Without that, a2 joined the line at
+// once and took the seat.
 func TestHeldBackPeersGoFirst(t *testing.T) {
 	prefix := fmt.Sprintf("/heldpeers/%d", time.Now().UnixNano())
 	var slow atomic.Bool
 	delay := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if _, ok := req.(*pb.TxnRequest); ok && slow.Load() {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}

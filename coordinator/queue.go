@@ -31,7 +31,8 @@ import (
 // Pre-waiters look at the feed after each change, so each change wakes every
 // one of them (locally; they send no claim txn until their constraints fit).
 // Those of one process and constraint class rejoin in arrival order
-// (heldback.go).
+// (heldback.go); those of different processes, in the order of their
+// waiting records for a short grace (heldback_peers.go).
 // A held-back waiter is not invisible: it keeps a waiting record that says
 // why it waits (waiting.go), and every waiter reports its WaitStatus to
 // its caller (WithWaitStatus) and to the metrics.

@@ -27,9 +27,10 @@ import (
 // only when its reason changes (never on each change of the pool), deleted
 // in the transaction that puts the waiter in line (enqueue) and written in
 // the one that takes it out of line (stepOut), so a watcher sees one
-// waiter-joined and one waiter-left per claim. The record is for operators
-// only: a waiter that cannot write it (a role without write on waiting/)
-// keeps waiting, unrecorded.
+// waiter-joined and one waiter-left per claim. The record is for operators,
+// and a hint to the held-back waiters of other processes of who was held
+// back first (heldback_peers.go), never a rule: a waiter that cannot write
+// it (a role without write on waiting/) keeps waiting, unrecorded.
 
 // WaitStatus says why a waiting claim has not been granted yet.
 type WaitStatus struct {
