@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,6 +28,10 @@ type sharedState struct {
 	// handing is set while a release of this process hands its seat over
 	// (handoff.go); the releases meanwhile only free their seats.
 	handing bool
+	// handoffDenied is when etcd last refused a hand-off on this pool for
+	// good for a reason other than its size (a role that may not write
+	// the waiter's keys, say); zero if never (handoff.go).
+	handoffDenied time.Time
 	// aiming counts, per seat, this process's claim txns in flight that
 	// chose it, so that concurrent claimants choose different free seats
 	// (freeSlot) rather than collide on the one each saw free.

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"time"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -60,12 +62,14 @@ import (
 // txn count more than etcd's default --max-txn-ops (with the compares that
 // prove the waiters it passes over still barred, passover.go), or as many
 // operations as one etcd refused before (refusedHandoff), is not planned:
-// the release goes alone.
+// the release goes alone; so does any release on a pool whose hand-off
+// etcd refused for another lasting reason in the last deniedHandoffFor
+// (deniedHandoff).
 func (c *Coordinator) handoff(h heldSeat, ops []clientv3.Op) (next *claimPlan, done func()) {
 	sh := c.shared(h.pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.handing {
+	if sh.handing || sh.handoffDeniedNow(time.Now()) {
 		return nil, func() {}
 	}
 	p := sh.st.planHandoff(h)
@@ -88,6 +92,32 @@ func (c *Coordinator) fitsHandoff(h heldSeat, ops []clientv3.Op, p *claimPlan) b
 	n := txnCount(c.releaseTxn(h, ops, p))
 	refused := c.handoffOps.Load()
 	return n <= maxTxnOps && (refused == 0 || n < int(refused))
+}
+
+// deniedHandoffFor is how long the releases of this process on a pool go
+// alone after etcd refused a hand-off on it for good for a reason other
+// than its size (deniedHandoff): long enough that a role that may release
+// but not hand off costs one refused txn a minute, not one per release,
+// short enough that a role granted the permission later hands off again
+// soon.
+const deniedHandoffFor = time.Minute
+
+// deniedHandoff records that etcd refused a hand-off on pool for good for
+// a reason other than its size, at now, and reports whether that began a
+// spell of deniedHandoffFor (so that the caller warns once per spell).
+func (c *Coordinator) deniedHandoff(pool string, now time.Time) bool {
+	sh := c.shared(pool)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	began := !sh.handoffDeniedNow(now)
+	sh.handoffDenied = now
+	return began
+}
+
+// handoffDeniedNow reports whether, at now, a hand-off on the pool is
+// within deniedHandoffFor of etcd's last lasting refusal. Under sh.mu.
+func (sh *sharedState) handoffDeniedNow(now time.Time) bool {
+	return !sh.handoffDenied.IsZero() && now.Sub(sh.handoffDenied) < deniedHandoffFor
 }
 
 // refusedHandoff records that etcd refused, as too many operations, a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -139,9 +140,18 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			// --max-txn-ops): the release alone tells. Else retrying
 			// cannot pass.
 			if next != nil {
-				if !errors.Is(err, rpctypes.ErrTooManyOps) || c.refusedHandoff(txnCount(cmps, then, els)) {
-					c.log.Warn("etcd refused a hand-off; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
+				// Warn once per lesson: a new count of operations, or a
+				// spell of releases alone (handoff.go).
+				level, msg := slog.LevelDebug, "etcd refused a hand-off; releasing alone"
+				switch {
+				case errors.Is(err, rpctypes.ErrTooManyOps):
+					if c.refusedHandoff(txnCount(cmps, then, els)) {
+						level = slog.LevelWarn
+					}
+				case c.deniedHandoff(cl.pool, time.Now()):
+					level, msg = slog.LevelWarn, msg+", as this pool's releases will for "+deniedHandoffFor.String()
 				}
+				c.log.Log(ctx, level, msg, "pool", cl.pool, "seat", cl.seat, "err", err)
 				next = nil
 				continue
 			}
