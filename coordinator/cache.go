@@ -29,8 +29,8 @@ type sharedState struct {
 	// (handoff.go); the releases meanwhile only free their seats.
 	handing bool
 	// handoffDenied is when etcd last refused a hand-off on this pool for
-	// good for a reason other than its size (a role that may not write
-	// the waiter's keys, say); zero if never (handoff.go).
+	// good, and not the release alone (a role that may not write the
+	// waiter's keys, say); zero if never (deniedHandoff).
 	handoffDenied time.Time
 	// aiming counts, per seat, this process's claim txns in flight that
 	// chose it, so that concurrent claimants choose different free seats

@@ -63,8 +63,8 @@ import (
 // prove the waiters it passes over still barred, passover.go), or as many
 // operations as one etcd refused before (refusedHandoff), is not planned:
 // the release goes alone; so does any release on a pool whose hand-off
-// etcd refused for another lasting reason in the last deniedHandoffFor
-// (deniedHandoff).
+// etcd refused, and not the release alone, for another lasting reason in
+// the last deniedHandoffFor (deniedHandoff).
 func (c *Coordinator) handoff(h heldSeat, ops []clientv3.Op) (next *claimPlan, done func()) {
 	sh := c.shared(h.pool)
 	sh.mu.Lock()
@@ -94,28 +94,27 @@ func (c *Coordinator) fitsHandoff(h heldSeat, ops []clientv3.Op, p *claimPlan) b
 	return n <= maxTxnOps && (refused == 0 || n < int(refused))
 }
 
-// deniedHandoffFor is how long the releases of this process on a pool go
-// alone after etcd refused a hand-off on it for good for a reason other
-// than its size (deniedHandoff): long enough that a role that may release
-// but not hand off costs one refused txn a minute, not one per release,
-// short enough that a role granted the permission later hands off again
-// soon.
+// deniedHandoffFor is how long the releases of a Coordinator on a pool go
+// alone after etcd refused one's hand-off for good, for a reason other
+// than too many operations, and then took the release alone
+// (deniedHandoff): so the refusal was of what the hand-off added (a role
+// that may release but not write the waiter's queue key, say). Long
+// enough that such a role costs one refused txn a minute, not one per
+// release; short enough that a role granted the permission later hands
+// off again soon.
 const deniedHandoffFor = time.Minute
 
-// deniedHandoff records that etcd refused a hand-off on pool for good for
-// a reason other than its size, at now, and reports whether that began a
-// spell of deniedHandoffFor (so that the caller warns once per spell).
-func (c *Coordinator) deniedHandoff(pool string, now time.Time) bool {
+// deniedHandoff records that etcd refused a hand-off on pool at now as
+// above. No hand-off is planned on the pool for deniedHandoffFor.
+func (c *Coordinator) deniedHandoff(pool string, now time.Time) {
 	sh := c.shared(pool)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	began := !sh.handoffDeniedNow(now)
 	sh.handoffDenied = now
-	return began
 }
 
 // handoffDeniedNow reports whether, at now, a hand-off on the pool is
-// within deniedHandoffFor of etcd's last lasting refusal. Under sh.mu.
+// within deniedHandoffFor of the last denial. Under sh.mu.
 func (sh *sharedState) handoffDeniedNow(now time.Time) bool {
 	return !sh.handoffDenied.IsZero() && now.Sub(sh.handoffDenied) < deniedHandoffFor
 }

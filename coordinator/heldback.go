@@ -65,7 +65,8 @@ type heldBackTurn struct {
 	inLine bool   // it joined the line from being held back, and is there
 	// keptSince is when its constraints, and this process's turns, last
 	// began to admit it while other processes' earlier held-back waiters
-	// kept it back (heldback_peers.go); zero while they do not.
+	// kept it back (heldback_peers.go); zero while they do not, and
+	// always while it is not listed (it is set only after list).
 	keptSince time.Time
 }
 

@@ -29,8 +29,8 @@ import (
 //     out again at the head (TestHeldBackHerdAcrossProcesses).
 //
 // A waiter not listed yet that its constraints admit, none of its class
-// being listed in its process, joins the line at once, as before, records
-// or not: so a stale record never delays, or reorders, a fresh arrival.
+// being listed in its process or granted a seat its view does not show
+// yet, joins the line at once, as before, records or not: so a stale record never delays, or reorders, a fresh arrival.
 // Held back and listed, it lets the earlier ones of other processes go
 // first as above.
 //

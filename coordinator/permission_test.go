@@ -303,13 +303,14 @@ func TestDeniedHandoffReleasesAlone(t *testing.T) {
 	for round := range 2 {
 		held := mustClaim(t, ctx, c, s, "gpu")
 		ws := testkit.Session(t, root, 30*time.Second)
-		granted := make(chan *coordinator.Claim, 1)
+		type grant struct {
+			cl  *coordinator.Claim
+			err error
+		}
+		granted := make(chan grant, 1)
 		go func() {
 			cl, err := rc.Claim(ctx, ws, "gpu", coordinator.WithWait())
-			if err != nil {
-				t.Errorf("round %d: the waiter: %v", round, err)
-			}
-			granted <- cl
+			granted <- grant{cl, err}
 		}()
 		feedShowsWaiter(t, c, "gpu", ws.Lease()) // so the release plans a hand-off
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -331,11 +332,11 @@ func TestDeniedHandoffReleasesAlone(t *testing.T) {
 		if n := m.releaseRetries.Load(); n != 0 {
 			t.Fatalf("round %d: the release retried %d times after etcd refused its hand-off; want it sent again alone at once", round, n)
 		}
-		cl := <-granted
-		if cl == nil {
-			return
+		g := <-granted
+		if g.err != nil {
+			t.Fatalf("round %d: the waiter: %v", round, g.err)
 		}
-		if err := cl.Release(ctx); err != nil {
+		if err := g.cl.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -111,6 +110,7 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	next, done := c.handoff(h, ops)
 	defer done()
 	b := releaseRetry.Backoff()
+	var denied error // etcd's lasting refusal of the hand-off (handoff.go)
 	for lost := false; ; {
 		cmps, then, els := c.releaseTxn(h, ops, next)
 		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
@@ -120,6 +120,11 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			// committed and its answer was lost.
 			cl.lose(ErrReleased, "")
 			c.released(cl, next)
+			if denied != nil {
+				c.deniedHandoff(cl.pool, time.Now())
+				c.log.Warn("etcd refused a hand-off but not the release alone; this pool's releases go alone for "+deniedHandoffFor.String(),
+					"pool", cl.pool, "seat", cl.seat, "err", denied)
+			}
 			if cl.reusable.CompareAndSwap(true, false) {
 				cl.sess.names.give(cl.rec.Nonce) // every key of its name is gone (names.go)
 			}
@@ -140,18 +145,11 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			// --max-txn-ops): the release alone tells. Else retrying
 			// cannot pass.
 			if next != nil {
-				// Warn once per lesson: a new count of operations, or a
-				// spell of releases alone (handoff.go).
-				level, msg := slog.LevelDebug, "etcd refused a hand-off; releasing alone"
-				switch {
-				case errors.Is(err, rpctypes.ErrTooManyOps):
-					if c.refusedHandoff(txnCount(cmps, then, els)) {
-						level = slog.LevelWarn
-					}
-				case c.deniedHandoff(cl.pool, time.Now()):
-					level, msg = slog.LevelWarn, msg+", as this pool's releases will for "+deniedHandoffFor.String()
+				if !errors.Is(err, rpctypes.ErrTooManyOps) {
+					denied = err // the hand-off's, if the release alone passes
+				} else if c.refusedHandoff(txnCount(cmps, then, els)) {
+					c.log.Warn("etcd refused a hand-off; releasing alone", "pool", cl.pool, "seat", cl.seat, "err", err)
 				}
-				c.log.Log(ctx, level, msg, "pool", cl.pool, "seat", cl.seat, "err", err)
 				next = nil
 				continue
 			}
