@@ -168,11 +168,12 @@ func fifoWorker(ctx context.Context, t *testing.T, c *coordinator.Coordinator, c
 // Claim with ErrClosed at once, and its queue key does not linger.
 func TestCloseEndsWaitingClaims(t *testing.T) {
 	cli := newClient(t)
-	c, err := coordinator.New(cli, coordinator.WithPrefix("/closewait"))
+	prefix := fmt.Sprintf("/closewait/%d", time.Now().UnixNano()) // -count=N reruns on the same etcd
+	c, err := coordinator.New(cli, coordinator.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := testkit.Coordinator(t, cli, coordinator.WithPrefix("/closewait"))
+	obs := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
 	ctx := testkit.Ctx(t, 30*time.Second)
 	testkit.CreatePool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
 	mustClaim(t, ctx, obs, testkit.Session(t, cli, 10*time.Second), "p")

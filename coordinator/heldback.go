@@ -134,7 +134,7 @@ func (sh *sharedState) mayJoin(t *heldBackTurn, live *poolState, o claimOptions,
 		return false, unseen > 0 && admits(ahead), 0
 	}
 	records := sh.recordsAt(live)[t.class]
-	if before := sh.peersBefore(records, live.waiting[t.record]); before > 0 && !admits(ahead+before) {
+	if before := sh.peersBefore(records, t.record); before > 0 && !admits(ahead+before) {
 		if left, first := t.keptByPeers(time.Now()); left > 0 {
 			if !first {
 				left = 0 // the caller looks again when the first left ends

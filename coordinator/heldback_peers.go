@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // Held-back waiters of other processes. The turns of heldback.go order
@@ -22,17 +20,20 @@ import (
 //     the others, once their view shows its queue key, see the room taken
 //     and stay off the line;
 //   - the waiting records of its class that other processes' waiters hold
-//     and that were created before its own (all of them while its own is
-//     not in the view). So when a freed seat admits one waiter, the one
+//     and that are older than its own (all of them while its own is not
+//     in the view), by the create revision of each waiter's first record:
+//     a waiter that steps out of line, barred at its head, writes its
+//     record again with that revision (waitingRecord.First), and so keeps
+//     its place. So when a freed seat admits one waiter, the one
 //     held back first joins, and the first waiters of the other processes
 //     wait for its queue key instead of joining beside it, each to step
 //     out again at the head (TestHeldBackHerdAcrossProcesses).
 //
 // A waiter not listed yet that its constraints admit, none of its class
 // being listed in its process or granted a seat its view does not show
-// yet, joins the line at once, as before, records or not: so a stale record never delays, or reorders, a fresh arrival.
-// Held back and listed, it lets the earlier ones of other processes go
-// first as above.
+// yet, joins the line at once, as before, records or not: so a stale
+// record never delays, or reorders, a fresh arrival. Held back and
+// listed, it lets the earlier ones of other processes go first as above.
 //
 // The records are a hint, not a rule. A record can outlive its waiter: a
 // put whose answer was lost that lands after the waiter joined the line
@@ -59,14 +60,16 @@ const heldBackGrace = 100 * time.Millisecond
 // they deleted: that only keeps a turn back, and no longer than that
 // change (or, for records, the grace).
 
-// recordAt is a waiting record's key and create revision.
+// recordAt is a waiting record's key and its waiter's place: the create
+// revision of its first record (waitingRecord.First).
 type recordAt struct {
 	key string
 	rev int64
 }
 
 // recordsAt returns the waiting records of each constraint class in live,
-// in create order, read once per revision of the view. Under sh.mu.
+// in the order of their waiters' first records, read once per revision of
+// the view. Under sh.mu.
 func (sh *sharedState) recordsAt(live *poolState) map[string][]recordAt {
 	if sh.records != nil && sh.recordsRev == live.rev {
 		return sh.records
@@ -78,8 +81,11 @@ func (sh *sharedState) recordsAt(live *poolState) map[string][]recordAt {
 			continue
 		}
 		if o := (claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}); o.constrained() {
-			class := constraintClass(o)
-			m[class] = append(m[class], recordAt{key: key, rev: kv.CreateRevision})
+			class, rev := constraintClass(o), kv.CreateRevision
+			if rec.First > 0 && rec.First < rev {
+				rev = rec.First // written again on a step out of line
+			}
+			m[class] = append(m[class], recordAt{key: key, rev: rev})
 		}
 	}
 	for _, recs := range m {
@@ -105,14 +111,14 @@ func (sh *sharedState) inLineAt(live *poolState) map[string]int {
 	return m
 }
 
-// peersBefore returns how many of records (a class's, in create order)
-// other processes' waiters hold that were created before own (nil: not in
-// the view, so all), skipping those of this process's turns, which
+// peersBefore returns how many of records (a class's, in order) other
+// processes' waiters hold before the record at key own (all of them while
+// own is not in the view), skipping those of this process's turns, which
 // mayJoin counts in their turn. Under sh.mu.
-func (sh *sharedState) peersBefore(records []recordAt, own *mvccpb.KeyValue) int {
+func (sh *sharedState) peersBefore(records []recordAt, own string) int {
 	n := 0
 	for _, r := range records {
-		if own != nil && r.rev >= own.CreateRevision {
+		if r.key == own {
 			break
 		}
 		if !sh.ownRecords[r.key] {

@@ -27,10 +27,12 @@ import (
 // only when its reason changes (never on each change of the pool), deleted
 // in the transaction that puts the waiter in line (enqueue) and written in
 // the one that takes it out of line (stepOut), so a watcher sees one
-// waiter-joined and one waiter-left per claim. The record is for operators,
-// and a hint to the held-back waiters of other processes of who was held
-// back first (heldback_peers.go), never a rule: a waiter that cannot write
-// it (a role without write on waiting/) keeps waiting, unrecorded.
+// waiter-joined and one waiter-left per claim; the one written on a step
+// out keeps the revision of the first (waitingRecord.First). The record is
+// for operators, and a hint to the held-back waiters of other processes of
+// who was held back first (heldback_peers.go), never a rule: a waiter that
+// cannot write it (a role without write on waiting/) keeps waiting,
+// unrecorded.
 
 // WaitStatus says why a waiting claim has not been granted yet.
 type WaitStatus struct {
@@ -86,6 +88,11 @@ type waitingRecord struct {
 	waiterRecord
 	Reason WaitReason `json:"reason"`
 	Detail string     `json:"detail,omitempty"`
+	// First is the create revision of the waiter's first waiting record,
+	// which the record written when it steps out of line keeps: its place
+	// among the held-back waiters of other processes (heldback_peers.go).
+	// 0 (left out): the record's own create revision.
+	First int64 `json:"first,omitempty"`
 }
 
 // putWaiting records a waiting key in a state's map. A key without a
@@ -197,7 +204,8 @@ type waitTracker struct {
 	// be there; maybe says one may be there (a write was attempted).
 	written  WaitReason
 	maybe    bool
-	disabled bool // etcd refused the write: wait unrecorded
+	disabled bool  // etcd refused the write: wait unrecorded
+	first    int64 // the revision of its first record's put, once known
 }
 
 func (c *Coordinator) newWaitTracker(s *Session, pool string, req claimRequest) *waitTracker {
@@ -236,7 +244,7 @@ func (w *waitTracker) value() string {
 	o := w.o
 	b, _ := json.Marshal(waitingRecord{
 		waiterRecord: waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: w.since},
-		Reason:       w.cur.Reason, Detail: w.cur.Detail,
+		Reason:       w.cur.Reason, Detail: w.cur.Detail, First: w.first,
 	})
 	return string(b)
 }
@@ -253,11 +261,15 @@ func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
 	// (an election) would not see its constraints admit it meanwhile.
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
-	if _, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease)); err != nil {
+	resp, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease))
+	if err != nil {
 		w.refused(err)
 		return
 	}
 	w.written = st.Reason
+	if w.first == 0 {
+		w.first = resp.Header.Revision
+	}
 }
 
 // waitTurn records that the claim, which its own constraints admit, waits

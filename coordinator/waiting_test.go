@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -282,40 +284,14 @@ func TestDeniedTenantFailsAtOnce(t *testing.T) {
 // It rejoins the line under a fresh name: a grant or hand-off planned for
 // its first queue key must not match the second (queue.go, names.go).
 func TestHeadBarredStepsOutVisibly(t *testing.T) {
-	c, cli := newCoord(t)
-	ctx := testkit.Ctx(t, 30*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-	agent := testkit.Session(t, cli, 10*time.Second)
-	for id, zone := range map[string]string{"i1": "a", "i2": "b"} {
-		if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: id, Labels: map[string]string{"zone": zone}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := testkit.Session(t, cli, 10*time.Second)
-	h := mustClaim(t, ctx, c, s, "p", coordinator.WithLabels(map[string]string{"zone": "b"}))
+	c, cli, ctx, s, h := zonedPoolHeld(t)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	events := c.Watch(wctx, "p")
 	queued := cli.Watch(wctx, c.Prefix()+"/pools/p/queue/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	<-queued // registered
-	res := make(chan error, 1)
-	go func() {
-		cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithHolder("w"), coordinator.WithLabels(map[string]string{"zone": "a"}))
-		if err == nil {
-			_ = cl.Release(ctx)
-		}
-		res <- err
-	}()
-	testkit.Eventually(t, 10*time.Second, "w in line, pool full", func() bool {
-		q, err := c.Queue(ctx, "p")
-		return err == nil && len(q) == 1 && q[0].Position == 0 && q[0].Reason == coordinator.WaitPoolFull
-	})
-	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	res := zoneAWaiter(ctx, c, s)
+	barHead(t, ctx, c, h)
 	testkit.Eventually(t, 10*time.Second, "w held back, no matching instance", func() bool {
 		q, err := c.Queue(ctx, "p")
 		return err == nil && len(q) == 1 && q[0].Position == -1 && q[0].Reason == coordinator.WaitNoMatchingInstance
@@ -354,6 +330,111 @@ func TestHeadBarredStepsOutVisibly(t *testing.T) {
 	}
 	if names[0] == names[1] {
 		t.Errorf("w rejoined the line under its first name %s; want a fresh one", names[0])
+	}
+}
+
+// zonedPoolHeld creates pool "p" of one seat with instances i1 (zone a)
+// and i2 (zone b), and fills the seat on i2 with session s.
+func zonedPoolHeld(t *testing.T) (*coordinator.Coordinator, *clientv3.Client, context.Context, *coordinator.Session, *coordinator.Claim) {
+	t.Helper()
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	for id, zone := range map[string]string{"i1": "a", "i2": "b"} {
+		if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: id, Labels: map[string]string{"zone": zone}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := testkit.Session(t, cli, 10*time.Second)
+	return c, cli, ctx, s, mustClaim(t, ctx, c, s, "p", coordinator.WithLabels(map[string]string{"zone": "b"}))
+}
+
+// zoneAWaiter starts claimant "w" of zone a on pool "p" of zonedPoolHeld,
+// waiting; it releases the seat it is granted, and sends the claim's error.
+func zoneAWaiter(ctx context.Context, c *coordinator.Coordinator, s *coordinator.Session) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		cl, err := c.Claim(ctx, s, "p", coordinator.WithWait(), coordinator.WithHolder("w"), coordinator.WithLabels(map[string]string{"zone": "a"}))
+		if err == nil {
+			_ = cl.Release(ctx)
+		}
+		res <- err
+	}()
+	return res
+}
+
+// barHead waits until a waiter of zone a is the head of pool "p" of
+// zonedPoolHeld, its seat being full, then drains i1 and releases h: the
+// head, barred by its own selector, steps out.
+func barHead(t *testing.T, ctx context.Context, c *coordinator.Coordinator, h *coordinator.Claim) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, "w in line, pool full", func() bool {
+		q, err := c.Queue(ctx, "p")
+		return err == nil && len(q) == 1 && q[0].Position == 0 && q[0].Reason == coordinator.WaitPoolFull
+	})
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSteppedOutRecordKeepsFirst: a waiter held back first (its instance
+// draining), then in line once it is ready, then barred at the head,
+// steps out with a waiting record that keeps the revision of its first
+// (waitingRecord.First): its place among the held-back waiters of other
+// processes (heldback_peers.go). Before, the record said nothing of it,
+// and other processes took its create revision, later than theirs.
+func TestSteppedOutRecordKeepsFirst(t *testing.T) {
+	c, cli, ctx, s, h := zonedPoolHeld(t)
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	records := cli.Watch(wctx, c.Prefix()+"/pools/p/waiting/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	<-records // registered
+	put := func(what string) *mvccpb.KeyValue {
+		t.Helper()
+		for {
+			select {
+			case wr := <-records:
+				for _, ev := range wr.Events {
+					if ev.Type == clientv3.EventTypePut {
+						return ev.Kv
+					}
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no waiting record written %s", what)
+			}
+		}
+	}
+	res := zoneAWaiter(ctx, c, s)
+	first := put("when w was held back")
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady); err != nil {
+		t.Fatal(err)
+	}
+	barHead(t, ctx, c, h)
+	again := put("when w stepped out")
+	var rec struct {
+		First int64 `json:"first"`
+	}
+	if err := json.Unmarshal(again.Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if again.CreateRevision <= first.CreateRevision {
+		t.Fatalf("w's record was created at %d, then at %d: not written again on the step out", first.CreateRevision, again.CreateRevision)
+	}
+	if rec.First != first.CreateRevision {
+		t.Fatalf("the record w wrote when it stepped out says first %d; want %d, its first record's", rec.First, first.CreateRevision)
+	}
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatal(err)
 	}
 }
 
