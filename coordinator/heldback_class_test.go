@@ -125,9 +125,9 @@ func firstOfHeldBackJoins(t *testing.T, n int) (*sharedState, *poolState, claimO
 // process whose waiting record is older go first, for heldBackGrace and
 // no longer, and asks to be woken once, when the spell begins
 // (heldback_peers.go). A waiter not listed yet joins at once whatever the
-// records say, and a record younger than its own keeps nobody back, unless
-// it was written again on a step out of line by a waiter whose first
-// record is older (waitingRecord.First).
+// records say, and a record younger than its own keeps nobody back; the
+// order is by each waiter's first record (waitingRecord.First), which a
+// record written again on a step out of line keeps.
 func TestHeldBackLetsPeersGoFirstForGrace(t *testing.T) {
 	k := keys{root: "/t"}
 	o := claimOptions{tenant: "a"}
@@ -138,16 +138,16 @@ func TestHeldBackLetsPeersGoFirstForGrace(t *testing.T) {
 		}
 		return &mvccpb.KeyValue{Key: []byte(k.waitingKey("p", lease, 1)), Value: v, Lease: int64(lease), CreateRevision: rev, ModRevision: rev, Version: 1}
 	}
-	view := func(rev, peerRev, peerFirst int64) *poolState {
+	view := func(rev, peerRev, peerFirst, ownRev, ownFirst int64) *poolState {
 		live := newPoolState(k, "p")
 		live.load(rev, []*mvccpb.KeyValue{
 			{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1},
 			record(7, peerRev, peerFirst), // another process's
-			record(9, 4, 0),               // this waiter's own
+			record(9, ownRev, ownFirst),   // this waiter's own
 		})
 		return live
 	}
-	live := view(6, 3, 0)
+	live := view(6, 3, 0, 4, 0)
 	sh := &sharedState{st: live}
 	w := sh.arrive(o, k.waitingKey("p", 9, 1))
 	sh.mu.Lock()
@@ -167,14 +167,18 @@ func TestHeldBackLetsPeersGoFirstForGrace(t *testing.T) {
 	if joins, _, _ := sh.mayJoin(w, live, o, true); !joins {
 		t.Fatal("kept back by another process's record for the whole grace, the waiter may still not join")
 	}
-	sh.mayJoin(w, live, o, false) // held back again: a new spell
-	younger := view(7, 5, 0)      // a later view: the records are read once per revision
+	sh.mayJoin(w, live, o, false)  // held back again: a new spell
+	younger := view(7, 5, 0, 4, 0) // a later view: the records are read once per revision
 	if joins, _, _ := sh.mayJoin(w, younger, o, true); !joins {
 		t.Fatal("a record younger than the waiter's own keeps it back")
 	}
 	sh.mayJoin(w, younger, o, false)
-	steppedOut := view(8, 5, 2) // the peer's first record came at 2, before this waiter's
+	steppedOut := view(8, 5, 2, 4, 0) // the peer's first record came at 2, before this waiter's
 	if joins, _, wait := sh.mayJoin(w, steppedOut, o, true); joins || wait <= 0 {
 		t.Fatalf("behind a peer that stepped out of line, first held back at 2: join %v, wait %v; want to let it go first", joins, wait)
+	}
+	ownSteppedOut := view(9, 5, 0, 8, 2) // this waiter stepped out, first held back at 2; the peer at 5
+	if joins, _, _ := sh.mayJoin(w, ownSteppedOut, o, true); !joins {
+		t.Fatal("a waiter that stepped out of line, first held back before a peer, lets the peer go first")
 	}
 }

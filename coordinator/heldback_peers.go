@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -81,15 +82,12 @@ func (sh *sharedState) recordsAt(live *poolState) map[string][]recordAt {
 			continue
 		}
 		if o := (claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}); o.constrained() {
-			class, rev := constraintClass(o), kv.CreateRevision
-			if rec.First > 0 && rec.First < rev {
-				rev = rec.First // written again on a step out of line
-			}
-			m[class] = append(m[class], recordAt{key: key, rev: rev})
+			class := constraintClass(o)
+			m[class] = append(m[class], recordAt{key: key, rev: rec.place(kv)})
 		}
 	}
 	for _, recs := range m {
-		slices.SortFunc(recs, func(a, b recordAt) int { return cmp.Compare(a.rev, b.rev) })
+		slices.SortFunc(recs, func(a, b recordAt) int { return cmp.Or(cmp.Compare(a.rev, b.rev), strings.Compare(a.key, b.key)) })
 	}
 	sh.records, sh.recordsRev = m, live.rev
 	return m

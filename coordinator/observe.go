@@ -152,17 +152,26 @@ func (c *Coordinator) waitersOf(st *poolState) []Waiter {
 	return append(out, heldBackOf(st)...)
 }
 
-// heldBackOf lists the waiters held back off the line, oldest first.
+// heldBackOf lists the waiters held back off the line, oldest first: in
+// the order of their first records (waitingRecord.place).
 func heldBackOf(st *poolState) []Waiter {
-	kvs := make([]*mvccpb.KeyValue, 0, len(st.waiting))
-	for _, kv := range st.waiting {
-		kvs = append(kvs, kv)
+	type held struct {
+		kv  *mvccpb.KeyValue
+		rec waitingRecord
 	}
-	sort.Slice(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
+	hs := make([]held, 0, len(st.waiting))
+	for _, kv := range st.waiting {
+		h := held{kv: kv}
+		_ = json.Unmarshal(kv.Value, &h.rec)
+		hs = append(hs, h)
+	}
+	sort.Slice(hs, func(i, j int) bool {
+		a, b := hs[i].rec.place(hs[i].kv), hs[j].rec.place(hs[j].kv)
+		return a < b || a == b && string(hs[i].kv.Key) < string(hs[j].kv.Key)
+	})
 	var out []Waiter
-	for _, kv := range kvs {
-		var rec waitingRecord
-		_ = json.Unmarshal(kv.Value, &rec)
+	for _, h := range hs {
+		kv, rec := h.kv, h.rec
 		w := waiterOf(st.pool, -1, rec.waiterRecord, kv)
 		o := claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}
 		ws := heldBackTurnStatus // its turn, or about to join (heldback.go)

@@ -95,6 +95,16 @@ type waitingRecord struct {
 	First int64 `json:"first,omitempty"`
 }
 
+// place returns the revision that orders the waiter of record rec at kv
+// among held-back waiters: its first record's (First), or kv's own. A
+// First after kv's creation cannot be a first record's, and is ignored.
+func (rec waitingRecord) place(kv *mvccpb.KeyValue) int64 {
+	if rec.First > 0 && rec.First < kv.CreateRevision {
+		return rec.First
+	}
+	return kv.CreateRevision
+}
+
 // putWaiting records a waiting key in a state's map. A key without a
 // lease was not written by a waiter of ours (it could never go away): it
 // is left out, and, being outside queue/, blocks nothing.
@@ -205,7 +215,7 @@ type waitTracker struct {
 	written  WaitReason
 	maybe    bool
 	disabled bool  // etcd refused the write: wait unrecorded
-	first    int64 // the revision of its first record's put, once known
+	first    int64 // the create revision of its first record, once known
 }
 
 func (c *Coordinator) newWaitTracker(s *Session, pool string, req claimRequest) *waitTracker {
@@ -261,14 +271,18 @@ func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
 	// (an election) would not see its constraints admit it meanwhile.
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
-	resp, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease))
+	resp, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease), clientv3.WithPrevKV())
 	if err != nil {
 		w.refused(err)
 		return
 	}
 	w.written = st.Reason
 	if w.first == 0 {
+		// The put created the record, or one whose answer was lost did.
 		w.first = resp.Header.Revision
+		if resp.PrevKv != nil {
+			w.first = resp.PrevKv.CreateRevision
+		}
 	}
 }
 
@@ -331,6 +345,9 @@ func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTrac
 	}
 	if resp.Succeeded {
 		w.written = w.cur.Reason
+		if w.first == 0 { // its put created the record: enqueue deleted any before
+			w.first = resp.Header.Revision
+		}
 	}
 	return resp.Succeeded
 }

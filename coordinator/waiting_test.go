@@ -381,60 +381,77 @@ func barHead(t *testing.T, ctx context.Context, c *coordinator.Coordinator, h *c
 	}
 }
 
-// TestSteppedOutRecordKeepsFirst: a waiter held back first (its instance
-// draining), then in line once it is ready, then barred at the head,
-// steps out with a waiting record that keeps the revision of its first
-// (waitingRecord.First): its place among the held-back waiters of other
-// processes (heldback_peers.go). Before, the record said nothing of it,
-// and other processes took its create revision, later than theirs.
+// TestSteppedOutRecordKeepsFirst: a waiter that steps out of line,
+// barred at the head, writes a waiting record that keeps the create
+// revision of its first (waitingRecord.First): its place among the
+// held-back waiters of other processes (heldback_peers.go). Its first
+// record is the one it wrote when held back, or, if it went into line
+// at once, the one it wrote when it first stepped out; every later one
+// keeps it. Before, the record said nothing of it, and other processes
+// took its create revision, later than theirs.
 func TestSteppedOutRecordKeepsFirst(t *testing.T) {
-	c, cli, ctx, s, h := zonedPoolHeld(t)
-	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
-		t.Fatal(err)
-	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	records := cli.Watch(wctx, c.Prefix()+"/pools/p/waiting/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	<-records // registered
-	put := func(what string) *mvccpb.KeyValue {
-		t.Helper()
-		for {
-			select {
-			case wr := <-records:
-				for _, ev := range wr.Events {
-					if ev.Type == clientv3.EventTypePut {
-						return ev.Kv
+	for _, heldFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("held-back-first=%v", heldFirst), func(t *testing.T) {
+			c, cli, ctx, s, h := zonedPoolHeld(t)
+			setI1 := func(st coordinator.InstanceState) {
+				t.Helper()
+				if _, err := c.SetInstanceState(ctx, "p", "i1", st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if heldFirst {
+				setI1(coordinator.InstanceDraining)
+			}
+			wctx, stopWatch := context.WithCancel(ctx)
+			defer stopWatch()
+			records := cli.Watch(wctx, c.Prefix()+"/pools/p/waiting/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+			<-records // registered
+			put := func(what string) (*mvccpb.KeyValue, int64) {
+				t.Helper()
+				for {
+					select {
+					case wr := <-records:
+						for _, ev := range wr.Events {
+							if ev.Type == clientv3.EventTypePut {
+								var rec struct {
+									First int64 `json:"first"`
+								}
+								if err := json.Unmarshal(ev.Kv.Value, &rec); err != nil {
+									t.Fatal(err)
+								}
+								return ev.Kv, rec.First
+							}
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatalf("no waiting record written %s", what)
 					}
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no waiting record written %s", what)
 			}
-		}
-	}
-	res := zoneAWaiter(ctx, c, s)
-	first := put("when w was held back")
-	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady); err != nil {
-		t.Fatal(err)
-	}
-	barHead(t, ctx, c, h)
-	again := put("when w stepped out")
-	var rec struct {
-		First int64 `json:"first"`
-	}
-	if err := json.Unmarshal(again.Value, &rec); err != nil {
-		t.Fatal(err)
-	}
-	if again.CreateRevision <= first.CreateRevision {
-		t.Fatalf("w's record was created at %d, then at %d: not written again on the step out", first.CreateRevision, again.CreateRevision)
-	}
-	if rec.First != first.CreateRevision {
-		t.Fatalf("the record w wrote when it stepped out says first %d; want %d, its first record's", rec.First, first.CreateRevision)
-	}
-	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-res; err != nil {
-		t.Fatal(err)
+			res := zoneAWaiter(ctx, c, s)
+			var first *mvccpb.KeyValue
+			if heldFirst {
+				first, _ = put("when w was held back")
+				setI1(coordinator.InstanceReady)
+			}
+			for round := range 2 {
+				barHead(t, ctx, c, h)
+				rec, recFirst := put(fmt.Sprintf("when w stepped out (round %d)", round))
+				if first == nil {
+					first = rec
+				} else if recFirst != first.CreateRevision {
+					t.Fatalf("round %d: the record w wrote when it stepped out (created at %d) says first %d; want %d, its first record's",
+						round, rec.CreateRevision, recFirst, first.CreateRevision)
+				}
+				h = mustClaim(t, ctx, c, s, "p", coordinator.WithLabels(map[string]string{"zone": "b"})) // fills the seat again
+				setI1(coordinator.InstanceReady)                                                         // w joins the line again
+			}
+			if err := h.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-res; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
