@@ -77,7 +77,10 @@
 // first of them in the release txn itself, by the same compares and writes
 // added to the release's own (handoff.go). A waiter barred by its own
 // tenant limit or instance selector steps out of line instead of blocking
-// the others (see queue.go).
+// the others (see queue.go). Held-back waiters of one tenant and selector
+// rejoin in arrival order within a process (heldback.go), and across
+// processes for a short grace, by their waiting records
+// (heldback_peers.go): an order hint, not a guarantee.
 //
 // # Liveness and loss
 //
