@@ -1,11 +1,24 @@
 package coordinator
 
-import clientv3 "go.etcd.io/etcd/client/v3"
+import (
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
 
 // FeedSynced reports whether c runs a synced feed of pool (feed.go): its
 // shared state of the pool is then exact.
 func FeedSynced(c *Coordinator, pool string) bool {
 	return c.shared(pool).current()
+}
+
+// HandoffDenied reports whether c's releases on pool now go without a
+// hand-off, etcd having refused one for good (deniedHandoff).
+func HandoffDenied(c *Coordinator, pool string) bool {
+	sh := c.shared(pool)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.handoffDeniedNow(time.Now())
 }
 
 // ViewsWaiter reports whether c's shared state of pool shows a queue key of

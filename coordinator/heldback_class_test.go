@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -132,11 +133,7 @@ func TestHeldBackLetsPeersGoFirstForGrace(t *testing.T) {
 	k := keys{root: "/t"}
 	o := claimOptions{tenant: "a"}
 	record := func(lease clientv3.LeaseID, rev, first int64) *mvccpb.KeyValue {
-		v, err := json.Marshal(waitingRecord{waiterRecord: waiterRecord{Holder: "h", Tenant: "a"}, Reason: WaitTenantLimit, First: first})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &mvccpb.KeyValue{Key: []byte(k.waitingKey("p", lease, 1)), Value: v, Lease: int64(lease), CreateRevision: rev, ModRevision: rev, Version: 1}
+		return tenantARecord(t, k, "h", lease, rev, first)
 	}
 	view := func(rev, peerRev, peerFirst, ownRev, ownFirst int64) *poolState {
 		live := newPoolState(k, "p")
@@ -181,4 +178,37 @@ func TestHeldBackLetsPeersGoFirstForGrace(t *testing.T) {
 	if joins, _, _ := sh.mayJoin(w, ownSteppedOut, o, true); !joins {
 		t.Fatal("a waiter that stepped out of line, first held back before a peer, lets the peer go first")
 	}
+}
+
+// TestQueueListsHeldBackByFirstRecord: Queue lists held-back waiters in
+// the order the other processes' turns use (waitingRecord.place): a
+// waiter that stepped out of line, first held back at revision 2, comes
+// before one held back at 4, though its record now was created at 5.
+// (Queue listed them by create revision.)
+func TestQueueListsHeldBackByFirstRecord(t *testing.T) {
+	k := keys{root: "/t"}
+	st := newPoolState(k, "p")
+	st.load(6, []*mvccpb.KeyValue{
+		{Key: []byte(k.spec("p")), Value: []byte(`{"capacity":4,"tenantLimit":1}`), CreateRevision: 1, ModRevision: 1, Version: 1},
+		tenantARecord(t, k, "later", 7, 4, 0),
+		tenantARecord(t, k, "stepped-out", 8, 5, 2),
+	})
+	var got []string
+	for _, w := range heldBackOf(st) {
+		got = append(got, w.Holder)
+	}
+	if fmt.Sprint(got) != "[stepped-out later]" {
+		t.Fatalf("held-back waiters listed %v; want [stepped-out later], by their first records", got)
+	}
+}
+
+// tenantARecord is the waiting record of holder, of tenant "a", held back
+// at its limit, under lease in pool "p", created at rev, with first.
+func tenantARecord(t *testing.T, k keys, holder string, lease clientv3.LeaseID, rev, first int64) *mvccpb.KeyValue {
+	t.Helper()
+	v, err := json.Marshal(waitingRecord{waiterRecord: waiterRecord{Holder: holder, Tenant: "a"}, Reason: WaitTenantLimit, First: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mvccpb.KeyValue{Key: []byte(k.waitingKey("p", lease, 1)), Value: v, Lease: int64(lease), CreateRevision: rev, ModRevision: rev, Version: 1}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // Held-back waiters of other processes. The turns of heldback.go order
@@ -68,6 +70,17 @@ type recordAt struct {
 	rev int64
 }
 
+// recordOf returns the place of the waiting record rec at kv.
+func recordOf(kv *mvccpb.KeyValue, rec waitingRecord) recordAt {
+	return recordAt{key: string(kv.Key), rev: rec.place(kv)}
+}
+
+// compare orders held-back waiters by their places, and by key the ties
+// that only a forged First can make.
+func (r recordAt) compare(o recordAt) int {
+	return cmp.Or(cmp.Compare(r.rev, o.rev), strings.Compare(r.key, o.key))
+}
+
 // recordsAt returns the waiting records of each constraint class in live,
 // in the order of their waiters' first records, read once per revision of
 // the view. Under sh.mu.
@@ -76,18 +89,18 @@ func (sh *sharedState) recordsAt(live *poolState) map[string][]recordAt {
 		return sh.records
 	}
 	m := map[string][]recordAt{}
-	for key, kv := range live.waiting {
+	for _, kv := range live.waiting {
 		var rec waitingRecord
 		if json.Unmarshal(kv.Value, &rec) != nil {
 			continue
 		}
 		if o := (claimOptions{tenant: rec.Tenant, instance: rec.Instance, labels: rec.Labels}); o.constrained() {
 			class := constraintClass(o)
-			m[class] = append(m[class], recordAt{key: key, rev: rec.place(kv)})
+			m[class] = append(m[class], recordOf(kv, rec))
 		}
 	}
 	for _, recs := range m {
-		slices.SortFunc(recs, func(a, b recordAt) int { return cmp.Or(cmp.Compare(a.rev, b.rev), strings.Compare(a.key, b.key)) })
+		slices.SortFunc(recs, recordAt.compare)
 	}
 	sh.records, sh.recordsRev = m, live.rev
 	return m

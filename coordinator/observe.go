@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -158,17 +159,16 @@ func heldBackOf(st *poolState) []Waiter {
 	type held struct {
 		kv  *mvccpb.KeyValue
 		rec waitingRecord
+		at  recordAt
 	}
 	hs := make([]held, 0, len(st.waiting))
 	for _, kv := range st.waiting {
 		h := held{kv: kv}
 		_ = json.Unmarshal(kv.Value, &h.rec)
+		h.at = recordOf(kv, h.rec)
 		hs = append(hs, h)
 	}
-	sort.Slice(hs, func(i, j int) bool {
-		a, b := hs[i].rec.place(hs[i].kv), hs[j].rec.place(hs[j].kv)
-		return a < b || a == b && string(hs[i].kv.Key) < string(hs[j].kv.Key)
-	})
+	slices.SortFunc(hs, func(a, b held) int { return a.at.compare(b.at) })
 	var out []Waiter
 	for _, h := range hs {
 		kv, rec := h.kv, h.rec

@@ -271,16 +271,13 @@ func writes(r *pb.TxnRequest) bool {
 	return false
 }
 
-// TestDeniedHandoffReleasesAlone: a release's hand-off writes keys of the
-// waiter's (its seat, and the delete of its queue key). A holder whose role
-// may write its own seat and release record but not the queue has its
-// hand-off refused as permission denied, having applied nothing. The
-// release must not end there with the seat held, nor back off as if its
-// answer were lost: it goes again alone at once, and the waiter then claims
-// the seat itself. The next release on the pool goes alone at once, not
-// refused again (for deniedHandoffFor; before, each release paid a refused
-// txn and logged a warning).
-func TestDeniedHandoffReleasesAlone(t *testing.T) {
+// handoffDeniedRole starts an etcd with auth, creates pool "gpu" of one
+// seat as root (rc is root's Coordinator), and returns a client of user
+// "holder", whose role may read the pool and write its seats/ and
+// released/, but not its queue/: it may claim and release, and etcd
+// refuses its hand-offs.
+func handoffDeniedRole(t *testing.T) (context.Context, *clientv3.Client, *coordinator.Coordinator, *clientv3.Client) {
+	t.Helper()
 	cl := etcdtest.Start(t)
 	root := etcdtest.EnableAuth(t, cl.Client(t))
 	rc := testkit.Coordinator(t, root)
@@ -295,7 +292,46 @@ func TestDeniedHandoffReleasesAlone(t *testing.T) {
 		}
 	}
 	etcdtest.AddUser(t, root, "holder", "pw", "holder")
-	cli := etcdtest.UserClient(t, cl.Endpoints(), "holder", "pw")
+	return ctx, root, rc, etcdtest.UserClient(t, cl.Endpoints(), "holder", "pw")
+}
+
+// TestReleaseRefusedAloneKeepsHandoffs: when etcd refuses the release
+// alone too (here the holder's role lost its write on seats/ after the
+// claim), the hand-off's refusal says nothing of the hand-off: the release
+// fails with etcd's refusal, and the Coordinator does not turn hand-offs
+// off for the pool (38e3195 did, on any lasting refusal).
+func TestReleaseRefusedAloneKeepsHandoffs(t *testing.T) {
+	ctx, root, rc, cli := handoffDeniedRole(t)
+	c := testkit.Coordinator(t, cli)
+	held := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "gpu")
+	ws := testkit.Session(t, root, 30*time.Second)
+	waitingClaim(ctx, rc, ws, "gpu")
+	feedShowsWaiter(t, c, "gpu", ws.Lease()) // so the release plans a hand-off
+	seats := rc.Prefix() + "/pools/gpu/seats/"
+	if _, err := root.RoleRevokePermission(ctx, "holder", seats, clientv3.GetPrefixRangeEnd(seats)); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := held.Release(rctx); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("Release: %v; want etcd's refusal (permission denied)", err)
+	}
+	if coordinator.HandoffDenied(c, "gpu") {
+		t.Fatal("a release that etcd refused alone too turned hand-offs off for the pool")
+	}
+}
+
+// TestDeniedHandoffReleasesAlone: a release's hand-off writes keys of the
+// waiter's (its seat, and the delete of its queue key). A holder whose role
+// may write its own seat and release record but not the queue has its
+// hand-off refused as permission denied, having applied nothing. The
+// release must not end there with the seat held, nor back off as if its
+// answer were lost: it goes again alone at once, and the waiter then claims
+// the seat itself. The next release on the pool goes alone at once, not
+// refused again (for deniedHandoffFor; before, each release paid a refused
+// txn and logged a warning).
+func TestDeniedHandoffReleasesAlone(t *testing.T) {
+	ctx, root, rc, cli := handoffDeniedRole(t)
 	refused := make(chan struct{}, 2)
 	m := &countingMetrics{}
 	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m), coordinator.WithLogger(signalLogger("refused a hand-off", refused)))

@@ -271,7 +271,11 @@ func (w *waitTracker) heldBack(ctx context.Context, st WaitStatus) {
 	// (an election) would not see its constraints admit it meanwhile.
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
-	resp, err := w.c.cli.Put(ctx, w.key, w.value(), clientv3.WithLease(w.lease), clientv3.WithPrevKV())
+	opts := []clientv3.OpOption{clientv3.WithLease(w.lease)}
+	if w.first == 0 {
+		opts = append(opts, clientv3.WithPrevKV()) // a lost put may have created it
+	}
+	resp, err := w.c.cli.Put(ctx, w.key, w.value(), opts...)
 	if err != nil {
 		w.refused(err)
 		return
