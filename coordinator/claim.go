@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,13 +83,16 @@ func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts .
 	return cl, err
 }
 
-func defaultHolder() string {
+// defaultHolder is the holder a claim records when WithHolder is not
+// given: this process's host name and pid, read once (a read of the host
+// name is a syscall, and a claim has no other use for one).
+var defaultHolder = sync.OnceValue(func() string {
 	h, err := os.Hostname()
 	if err != nil {
 		h = "unknown"
 	}
 	return fmt.Sprintf("%s/%d", h, os.Getpid())
-}
+})
 
 // claim loops plan -> txn on the shared cached state. A decision to refuse
 // is only taken on state read during this call.
