@@ -190,11 +190,25 @@ func testHandoffAcrossProcesses(t *testing.T, fromQueue bool) {
 	testkit.Eventually(t, 10*time.Second, "the holder's feed to stop", func() bool { return !coordinator.FeedSynced(a, "p") })
 }
 
-// deletesUnder reports whether the txn's Then branch deletes a key whose
-// path has segment.
+// deletesUnder, putsUnder and readsUnder report whether txn r's Then
+// branch deletes, puts or reads a key whose path has segment.
 func deletesUnder(r *pb.TxnRequest, segment string) bool {
+	return thenHas(r, segment, func(op *pb.RequestOp) []byte { return op.GetRequestDeleteRange().GetKey() })
+}
+
+func putsUnder(r *pb.TxnRequest, segment string) bool {
+	return thenHas(r, segment, func(op *pb.RequestOp) []byte { return op.GetRequestPut().GetKey() })
+}
+
+func readsUnder(r *pb.TxnRequest, segment string) bool {
+	return thenHas(r, segment, func(op *pb.RequestOp) []byte { return op.GetRequestRange().GetKey() })
+}
+
+// thenHas reports whether an op of txn r's Then branch has a key (key
+// returns nil for other kinds of op) whose path has segment.
+func thenHas(r *pb.TxnRequest, segment string, key func(*pb.RequestOp) []byte) bool {
 	for _, op := range r.Success {
-		if d := op.GetRequestDeleteRange(); d != nil && strings.Contains(string(d.Key), segment) {
+		if k := key(op); k != nil && strings.Contains(string(k), segment) {
 			return true
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,16 +140,6 @@ func TestFreshClaimWaitsForHeldBack(t *testing.T) {
 	}
 }
 
-// putsUnder reports whether txn r puts a key whose path contains seg.
-func putsUnder(r *pb.TxnRequest, seg string) bool {
-	for _, op := range r.Success {
-		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), seg) {
-			return true
-		}
-	}
-	return false
-}
-
 // TestAdmittedWaitersKeepLineOrder: a waiter whose own limits admit it
 // joins the line at once, even while others of its tenant are in line
 // ahead of it: in a pool of one seat, with a tenant limit of 2, waiters
@@ -217,8 +206,7 @@ func TestHeldBackWaitersNoHerd(t *testing.T) {
 func tenantPoolHeld(t *testing.T, ic grpc.UnaryClientInterceptor) (*coordinator.Coordinator, *coordinator.Session, *coordinator.Claim, context.Context) {
 	t.Helper()
 	cli := newObservedClient(t, newClient(t).Endpoints()[0], ic)
-	prefixSeq++
-	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)))
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(uniquePrefix(t)))
 	ctx := testkit.Ctx(t, 60*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4, TenantLimit: 1})
 	s := testkit.Session(t, cli, 30*time.Second)

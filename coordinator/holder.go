@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -208,8 +207,12 @@ func (cl *Claim) monitor(ctx context.Context) {
 // channel) it re-reads the key and returns the revision to watch from.
 func (cl *Claim) seatEvent(ctx context.Context, wr clientv3.WatchResponse, ok bool) (lost bool, resume int64) {
 	for _, ev := range wr.Events {
-		if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != cl.token {
-			cl.seatGone(ctx)
+		switch {
+		case ev.Type == clientv3.EventTypeDelete:
+			cl.seatGone(ctx, ev.Kv.ModRevision)
+			return true, 0
+		case ev.Kv.CreateRevision != cl.token:
+			cl.seatGone(ctx, 0)
 			return true, 0
 		}
 	}
@@ -218,7 +221,7 @@ func (cl *Claim) seatEvent(ctx context.Context, wr clientv3.WatchResponse, ok bo
 	}
 	kv, rev := cl.reread(ctx, cl.key())
 	if rev > 0 && (kv == nil || kv.CreateRevision != cl.token) {
-		cl.seatGone(ctx)
+		cl.seatGone(ctx, 0)
 		return true, 0
 	}
 	return false, rev + 1
@@ -227,17 +230,25 @@ func (cl *Claim) seatEvent(ctx context.Context, wr clientv3.WatchResponse, ok bo
 // seatGone ends the claim whose seat key the monitor found gone or
 // replaced. While this process releases the seat, the release ends the
 // claim itself, knowing why (release.go): the monitor waits for it rather
-// than send a txn to ask etcd, and asks only if the release ended without
-// ending the claim. So Done closes when the release returns, or at the
-// session's deadline if etcd stops answering, as it would after asking.
-func (cl *Claim) seatGone(ctx context.Context) {
+// than send a txn to ask etcd, for up to releaseAnswerWait, and asks only
+// if the release has not ended the claim by then. A release whose txn
+// committed but whose answer is lost can retry for as long as its ctx
+// lets it; the claim's Done must not wait for that, since the seat is
+// gone and may be granted again. So Done closes within releaseAnswerWait
+// and a read of etcd of the seat key's delete, or at the session's
+// deadline if etcd stops answering. del is the revision that deleted the
+// seat key, when the monitor saw it (0: not known; see endRecord).
+func (cl *Claim) seatGone(ctx context.Context, del int64) {
 	if cl.lost() {
 		return
 	}
 	if ended := cl.releaseEnded(); ended != nil {
 		cl.c.log.Debug("seat key gone while this process releases it; the release gives the reason", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
+		wait := time.NewTimer(releaseAnswerWait)
+		defer wait.Stop()
 		select {
 		case <-ended:
+		case <-wait.C: // the release's answer is late, or lost: ask etcd
 		case <-ctx.Done(): // the claim ended (lose stops the monitor), or the Coordinator closed
 			cl.unwatched()
 			return
@@ -246,8 +257,15 @@ func (cl *Claim) seatGone(ctx context.Context) {
 			return
 		}
 	}
-	cl.classify(ctx)
+	cl.classify(ctx, del)
 }
+
+// releaseAnswerWait is how long the monitor waits for a Release of this
+// process to give the reason its seat key went (seatGone). etcd sends the
+// release txn's answer and the key's delete event from the same apply, so
+// the answer comes a moment after the event; one that does not come
+// within this is late or lost.
+const releaseAnswerWait = 250 * time.Millisecond
 
 // unwatched ends the claim with ErrClosed when the monitor stopped because
 // its Coordinator closed: nothing watches the seat any more. Otherwise the
@@ -325,8 +343,9 @@ func (cl *Claim) reread(ctx context.Context, key string) (*mvccpb.KeyValue, int6
 	}
 }
 
-// classify finds out why the seat key went away.
-func (cl *Claim) classify(ctx context.Context) {
+// classify finds out why the seat key went away. del is the revision that
+// deleted it, or 0 if not known (endRecord).
+func (cl *Claim) classify(ctx context.Context, del int64) {
 	c := cl.c
 	ops := []clientv3.Op{clientv3.OpGet(c.k.released(cl.pool, cl.seat)), clientv3.OpGet(c.k.spec(cl.pool))}
 	if cl.rec.Instance != "" {
@@ -347,13 +366,12 @@ func (cl *Claim) classify(ctx context.Context) {
 		}
 		return nil
 	}
-	var rel releaseRecord
-	if b := get(0); b != nil && json.Unmarshal(b, &rel) == nil && rel.Token == cl.token {
-		if rel.Forced {
-			cl.lose(ErrForceReleased, fmt.Sprintf("by %s: %s", rel.By, rel.Reason))
-		} else {
-			cl.lose(ErrReleased, "")
-		}
+	rel, ours := cl.releaseIn(get(0))
+	if !ours {
+		rel, ours = cl.endRecord(ctx, del) // a later release of the seat number may have overwritten ours
+	}
+	if ours {
+		cl.releasedBy(rel)
 		return
 	}
 	switch {

@@ -82,12 +82,18 @@ func newDialedClient(t testing.TB, endpoint string, opts ...grpc.DialOption) *cl
 
 var prefixSeq int
 
+// uniquePrefix returns a key prefix no other test, nor another run of
+// this one (-count=N), uses on the shared etcd.
+func uniquePrefix(t testing.TB) string {
+	prefixSeq++
+	return fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)
+}
+
 // newCoord returns a Coordinator on the shared etcd under a fresh prefix.
 func newCoord(t testing.TB, opts ...coordinator.Option) (*coordinator.Coordinator, *clientv3.Client) {
 	t.Helper()
 	cli := newClient(t)
-	prefixSeq++
-	opts = append([]coordinator.Option{coordinator.WithPrefix(fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq))}, opts...)
+	opts = append([]coordinator.Option{coordinator.WithPrefix(uniquePrefix(t))}, opts...)
 	return testkit.Coordinator(t, cli, opts...), cli
 }
 

@@ -2,7 +2,6 @@ package coordinator_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,8 +156,7 @@ func newHeldTxn(t *testing.T) *heldTxn {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	ht.cli = newClient(t)
-	prefixSeq++
-	prefix := fmt.Sprintf("/test/%s/%d", t.Name(), prefixSeq)
+	prefix := uniquePrefix(t)
 	ht.base = testkit.Coordinator(t, ht.cli, coordinator.WithPrefix(prefix))
 	ht.ctx = testkit.Ctx(t, 60*time.Second)
 	ht.head = testkit.Coordinator(t, newObservedClient(t, ht.cli.Endpoints()[0], ic), coordinator.WithPrefix(prefix))

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -115,10 +114,10 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 		cmps, then, els := c.releaseTxn(h, ops, next)
 		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 		switch {
-		case err == nil && (resp.Succeeded || (lost && cl.releasedByUs(rangeKvs(resp), rel))):
+		case err == nil && (resp.Succeeded || (lost && cl.releasedByUs(ctx, rangeKvs(resp), rel))):
 			// A retry that finds our own release record: an earlier try
 			// committed and its answer was lost.
-			cl.lose(ErrReleased, "")
+			cl.releasedBy(rel)
 			c.released(cl, next)
 			if denied != nil {
 				c.deniedHandoff(cl.pool, time.Now())
@@ -136,7 +135,7 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			next = nil
 			continue
 		case err == nil:
-			cl.classify(ctx) // tell Err why the seat was already gone
+			cl.classify(ctx, 0) // tell Err why the seat was already gone
 			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
 		case etcdclient.IsPermanent(err):
 			// Refused, not lost (permission denied, say): this try applied
@@ -165,12 +164,25 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	}
 }
 
-// releasedByUs reports whether the release record is the one this claim's
-// own release writes: our token, not forced, our reason.
-func (cl *Claim) releasedByUs(kvs []*mvccpb.KeyValue, ours releaseRecord) bool {
-	var rel releaseRecord
-	return len(kvs) == 1 && json.Unmarshal(kvs[0].Value, &rel) == nil &&
-		rel.Token == cl.token && !rel.Forced && rel.Reason == ours.Reason
+// releasedByUs reports whether this very release call, writing the record
+// ours, committed in a try whose answer was lost: kvs is the seat number's
+// release record as the retry read it. Only that call's txn writes a
+// record with our token and every field of ours (by, forced, reason and
+// at, the time of the call). The key holds the seat number's last release,
+// so a later holder's release may have overwritten ours before the retry
+// read it (a hand-off gives the seat number to the next holder at once):
+// then the record that the txn which deleted our seat key wrote tells
+// (endRecord).
+func (cl *Claim) releasedByUs(ctx context.Context, kvs []*mvccpb.KeyValue, ours releaseRecord) bool {
+	var b []byte
+	if len(kvs) == 1 {
+		b = kvs[0].Value
+	}
+	if rel, ok := cl.releaseIn(b); ok {
+		return rel.sameCall(ours)
+	}
+	rel, ok := cl.endRecord(ctx, 0)
+	return ok && rel.sameCall(ours)
 }
 
 // ForceRelease frees a seat on an operator's behalf, only if it is still
