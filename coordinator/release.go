@@ -87,7 +87,10 @@ func (c *Coordinator) releaseTxn(h heldSeat, ops []clientv3.Op, next *claimPlan)
 // frees a newer holder's seat. It returns nil when it freed the seat and
 // ErrNotHeld when the seat was already gone (released before, expired,
 // force-released). ctx bounds the call; an ambiguous failure is retried
-// until ctx is done, which is safe because the release is idempotent. A
+// until ctx is done, which is safe because the release is idempotent: a
+// retry that finds the seat gone tells an earlier try's success by the
+// release record of this very call (endrecord.go), and says ErrNotHeld
+// when it cannot, etcd having compacted the revision that would tell. A
 // refusal that retrying cannot pass (permission denied) is returned at
 // once: that try applied nothing, so the seat is still held, unless an
 // earlier try whose answer was lost had released it.
