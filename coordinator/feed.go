@@ -39,7 +39,12 @@ type poolFeed struct {
 }
 
 // acquireFeed returns the pool's feed, starting it for the first user.
-// Call release when done.
+// Call release when done. A feed that a permanent error stopped is not
+// handed out again: the cause may be gone (a role's permission restored),
+// and holders keep their refs to it for as long as their claims last
+// (keepFeed), so it would fail every later waiter with the old error. A
+// new feed starts in its place; if etcd still refuses, its first RPC says
+// so (TestFailedFeedNotReused).
 func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -47,6 +52,11 @@ func (c *Coordinator) acquireFeed(pool string) (*poolFeed, error) {
 		return nil, fmt.Errorf("%w: coordinator", ErrClosed)
 	}
 	f, ok := c.feeds[pool]
+	if ok && f.failed() {
+		c.keepLingeringLocked(f)
+		c.stopFeedLocked(pool, f) // its users drop their refs to it as they end
+		ok = false
+	}
 	if ok {
 		c.keepLingeringLocked(f)
 	} else {
@@ -144,12 +154,17 @@ func (c *Coordinator) keepLingeringLocked(f *poolFeed) {
 	f.idle = nil
 }
 
-// stopFeedLocked stops f, which nobody uses, under c.mu.
+// stopFeedLocked stops f, under c.mu: nobody uses it, or it failed and a
+// new feed may have taken its place.
 func (c *Coordinator) stopFeedLocked(pool string, f *poolFeed) {
 	f.cancel()
-	delete(c.feeds, pool)
+	if c.feeds[pool] == f {
+		delete(c.feeds, pool)
+	}
 	f.sh.mu.Lock()
-	f.sh.fed = nil
+	if f.sh.fed == f {
+		f.sh.fed = nil
+	}
 	f.sh.mu.Unlock()
 }
 

@@ -377,3 +377,48 @@ func TestDeniedHandoffReleasesAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedFeedNotReused: a pool feed that etcd refused for good (the
+// role's permission revoked, the watch re-opened) fails its waiters; once
+// the permission is back, a new waiter must wait as usual, not get the old
+// refusal from a feed that a holder of the pool still keeps (keepFeed).
+// Found by a review (2026-12-04): every later waiter failed at once until
+// the holder released.
+func TestFailedFeedNotReused(t *testing.T) {
+	cl, root, rc := authPool(t, "claimant", clientv3.PermissionType(clientv3.PermReadWrite))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	pl, err := rc.GetPool(ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Spec.Capacity = 2
+	if _, err := rc.UpdatePool(ctx, "gpu", pl.Spec, pl.Revision); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, ctx, rc, testkit.Session(t, root, 30*time.Second), "gpu")
+	p := etcdtest.NewProxy(t, cl.Endpoints()[0])
+	cli := etcdtest.UserClient(t, []string{p.URL()}, "claimant", "pw")
+	c := testkit.Coordinator(t, cli)
+	mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "gpu") // keeps the feed
+	testkit.Eventually(t, 10*time.Second, "the feed to sync", func() bool { return coordinator.FeedSynced(c, "gpu") })
+	s := testkit.Session(t, cli, 30*time.Second)
+	refused := waitingClaim(ctx, c, s, "gpu")
+	waitQueued(t, rc, "gpu", 1)
+	prefix := rc.Prefix() + "/pools/"
+	if _, err := root.RoleRevokePermission(ctx, "claimant", prefix, clientv3.GetPrefixRangeEnd(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	p.Restore() // the feed's watch is opened again, and refused
+	if err := <-refused; !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("waiter while the permission is revoked: %v; want permission denied", err)
+	}
+	if _, err := root.RoleGrantPermission(ctx, "claimant", prefix, clientv3.GetPrefixRangeEnd(prefix),
+		clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Claim(wctx, s, "gpu", coordinator.WithWait()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiter once the permission is back: %v; want it to wait (the pool is full) until its deadline", err)
+	}
+}

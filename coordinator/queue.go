@@ -80,14 +80,25 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		sh.joined(turn)
 		w.inLine()
 		req.queueKey, req.queueRev = qkey, qrev
-		cl, err := c.waitTurn(ctx, s, pool, req, fd, w)
+		cl, err := c.waitTurn(ctx, s, pool, req, fd, w, req.queueRev)
+		// A head barred by its own constraints steps out into a waiting
+		// record in one txn; if that fails it leaves as any waiter does.
+		stepped := false
+		if errors.Is(err, errStepOut) {
+			var gone int64
+			if stepped, gone = c.stepOut(ctx, req, w); gone > 0 {
+				// Its queue key went after the look that barred it: a
+				// release or a head granted it a seat, most likely. It
+				// looks again where the view shows that, rather than leave
+				// and give the seat away (TestGrantedAsHeadStepsOutKeepsSeat).
+				cl, err = c.waitTurn(ctx, s, pool, req, fd, w, gone)
+			}
+		}
 		if err == nil {
 			token = cl.token
 			return cl, nil
 		}
-		// A head barred by its own constraints steps out into a waiting
-		// record in one txn; if that fails it leaves as any waiter does.
-		if !errors.Is(err, errStepOut) || !c.stepOut(ctx, req, w) {
+		if !stepped {
 			c.dequeue(s, pool, req)
 		}
 		if !errors.Is(err, errStepOut) {
@@ -246,10 +257,11 @@ func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
 // place from the pool feed, and sleeps until the feed applies a change to
 // the key of the waiter just ahead or to its own queue key, which the txn
 // that grants it a seat deletes: a release wakes one waiter, and waiting
-// costs no RPC.
-func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest, fd *poolFeed, w *waitTracker) (*Claim, error) {
+// costs no RPC. It first looks once the feed has caught up with revision
+// seen: its enqueue's, or one the caller saw later.
+func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req claimRequest, fd *poolFeed, w *waitTracker, seen int64) (*Claim, error) {
 	name := queueName(req.lease, req.nonce)
-	for seen := req.queueRev; ; {
+	for {
 		var pl place
 		var wake *feedSub
 		_, err := fd.await(ctx, s, seen, func(st *poolState) {

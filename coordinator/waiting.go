@@ -333,27 +333,33 @@ func (w *waitTracker) inLine() { w.written, w.maybe = "", false }
 
 // stepOut takes a head barred by its own constraints out of line and
 // records it as held back, in one txn that does so only if no seat was
-// granted to it meanwhile. It reports false when it did not: the caller
-// then dequeues as for any waiter that leaves.
-func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTracker) bool {
+// granted to it meanwhile, and reports whether it did. When it did not
+// because the queue key was gone, gone is the revision at which the txn
+// found that: a release or a head granted the waiter a seat after the look
+// that barred it, most likely, and the caller looks again from there. On
+// an error it reports neither: the caller then dequeues as for any waiter
+// that leaves.
+func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTracker) (stepped bool, gone int64) {
 	if w.disabled {
-		return false
+		return false, 0
 	}
 	w.maybe = true
 	// A grant deletes the queue key: while it is there, none was made.
 	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)).
 		Then(clientv3.OpDelete(req.queueKey), clientv3.OpPut(w.key, w.value(), clientv3.WithLease(req.lease))).Commit()
-	if err != nil {
+	switch {
+	case err != nil:
 		w.refused(err)
-		return false
+		return false, 0
+	case !resp.Succeeded:
+		w.maybe = false // nothing written: enqueue deleted any record before
+		return false, resp.Header.Revision
 	}
-	if resp.Succeeded {
-		w.written = w.cur.Reason
-		if w.first == 0 { // its put created the record: enqueue deleted any before
-			w.first = resp.Header.Revision
-		}
+	w.written = w.cur.Reason
+	if w.first == 0 { // its put created the record: enqueue deleted any before
+		w.first = resp.Header.Revision
 	}
-	return resp.Succeeded
+	return true, 0
 }
 
 // end stops reporting the claim and deletes its waiting record if one may

@@ -519,3 +519,85 @@ func seatName(t *testing.T, ctx context.Context, cli *clientv3.Client, c *coordi
 	t.Fatalf("no seat of lease %x", s.Lease())
 	return ""
 }
+
+// TestGrantedAsHeadStepsOutKeepsSeat: the head, barred by its tenant's
+// limit, decides to step out of line; before its step-out txn lands, the
+// tenant's holder releases and hands the seat to it. The step-out's
+// compare on its queue key fails. The waiter must take the seat it was
+// given, not leave the line as a waiter that gives up (which released the
+// seat to the next waiter) and rejoin it at the back. Found by a review
+// (2026-12-04): the head still waited 5 s later, behind two later arrivals
+// that held seats.
+func TestGrantedAsHeadStepsOutKeepsSeat(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	type result struct {
+		cl  *coordinator.Claim
+		err error
+	}
+	waiter := func(opts ...coordinator.ClaimOption) <-chan result {
+		out, s := make(chan result, 1), testkit.Session(t, cli, 30*time.Second)
+		go func() {
+			cl, err := c.Claim(ctx, s, "p", append([]coordinator.ClaimOption{coordinator.WithWait()}, opts...)...)
+			out <- result{cl, err}
+		}()
+		return out
+	}
+	first := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	w0 := waiter(coordinator.WithTenant("x"))
+	waitQueued(t, c, "p", 1)
+	barred, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := waiter(coordinator.WithTenant("x"), coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) {
+		if ws.Reason == coordinator.WaitTenantLimit {
+			once.Do(func() { close(barred); <-unblock }) // set just before the step out
+		}
+	}))
+	waitQueued(t, c, "p", 2)
+	later := []<-chan result{waiter(), waiter()}
+	waitQueued(t, c, "p", 4)
+	if err := first.Release(ctx); err != nil { // hands off to w0: tenant x at its limit
+		t.Fatal(err)
+	}
+	r0 := <-w0
+	if r0.err != nil {
+		t.Fatal(r0.err)
+	}
+	pl, err := c.GetPool(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Spec.Capacity = 3 // a seat frees: h, now head, sees it, barred by x's limit
+	if _, err := c.UpdatePool(ctx, "p", pl.Spec, pl.Revision); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-barred:
+	case <-ctx.Done():
+		t.Fatal("h was never barred at the head")
+	}
+	if err := r0.cl.Release(ctx); err != nil { // its hand-off grants h
+		t.Fatal(err)
+	}
+	close(unblock)
+	select {
+	case r := <-h:
+		if r.err != nil {
+			t.Fatalf("h: %v", r.err)
+		}
+	case <-time.After(5 * time.Second):
+		held := 0
+		for _, ch := range later {
+			select {
+			case r := <-ch:
+				if r.err == nil {
+					held++
+				}
+			default:
+			}
+		}
+		t.Fatalf("h, granted a seat by the hand-off, still waits 5 s later; %d later arrivals hold seats", held)
+	}
+}
