@@ -44,9 +44,22 @@ type Claim struct {
 func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {
 	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, claim: queueName(s.Lease(), rec.Nonce), rec: rec, inst: inst, donec: make(chan struct{})}
 	cl.mu.Lock()
-	cl.stopSess = context.AfterFunc(s.life, func() { cl.lose(s.lostErr(), "") })
+	cl.stopSess = context.AfterFunc(s.life, cl.sessionEnded)
 	cl.mu.Unlock()
 	return cl
+}
+
+// sessionEnded ends the claim with its session. A session its owner
+// closed (Session.Close revokes the lease, which frees the seat; a borrowed
+// session's Close only stops following it) is not a loss: Err says
+// ErrClosed, and no SeatLost is counted. Else the session expired, or was
+// lost, and Err says so.
+func (cl *Claim) sessionEnded() {
+	if errors.Is(cl.sess.Err(), ErrClosed) {
+		cl.lose(ErrClosed, "its session was closed")
+		return
+	}
+	cl.lose(cl.sess.lostErr(), "")
 }
 
 // Pool returns the pool name.
@@ -185,6 +198,7 @@ func (cl *Claim) monitor(ctx context.Context) {
 		case wr, ok := <-seatW:
 			lost, resume := cl.seatEvent(ctx, wr, ok)
 			if lost || ctx.Err() != nil || cl.lost() {
+				cl.unwatched() // if it stopped because the Coordinator closed
 				return
 			}
 			if resume > 0 {
@@ -193,6 +207,7 @@ func (cl *Claim) monitor(ctx context.Context) {
 		case wr, ok := <-instW:
 			lost, resume := cl.instanceEvent(ctx, wr, ok)
 			if lost || ctx.Err() != nil || cl.lost() {
+				cl.unwatched()
 				return
 			}
 			if resume > 0 {
@@ -242,22 +257,33 @@ func (cl *Claim) seatGone(ctx context.Context, del int64) {
 	if cl.lost() {
 		return
 	}
-	if ended := cl.releaseEnded(); ended != nil {
-		cl.c.log.Debug("seat key gone while this process releases it; the release gives the reason", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
-		wait := time.NewTimer(releaseAnswerWait)
-		defer wait.Stop()
-		select {
-		case <-ended:
-		case <-wait.C: // the release's answer is late, or lost: ask etcd
-		case <-ctx.Done(): // the claim ended (lose stops the monitor), or the Coordinator closed
-			cl.unwatched()
-			return
-		}
-		if cl.lost() {
-			return
-		}
+	if !cl.awaitRelease(ctx) {
+		return
 	}
 	cl.classify(ctx, del)
+}
+
+// awaitRelease waits, while a Release of this process runs, for it to end
+// the claim (it knows why the seat went), for up to releaseAnswerWait
+// (seatGone). It reports whether the caller is to find out why itself:
+// false once the claim has ended, or ctx has (lose stops the monitor; or
+// the Coordinator closed, and the claim ends with ErrClosed).
+func (cl *Claim) awaitRelease(ctx context.Context) bool {
+	ended := cl.releaseEnded()
+	if ended == nil {
+		return true
+	}
+	cl.c.log.Debug("seat or instance key gone while this process releases the seat; the release gives the reason", "pool", cl.pool, "seat", cl.seat, "token", cl.token)
+	wait := time.NewTimer(releaseAnswerWait)
+	defer wait.Stop()
+	select {
+	case <-ended:
+	case <-wait.C: // the release's answer is late, or lost: ask etcd
+	case <-ctx.Done():
+		cl.unwatched()
+		return false
+	}
+	return !cl.lost()
 }
 
 // releaseAnswerWait is how long the monitor waits for a Release of this
@@ -310,7 +336,7 @@ func (cl *Claim) releaseEnded() <-chan struct{} {
 func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, ok bool) (lost bool, resume int64) {
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypeDelete {
-			cl.instanceGone()
+			cl.instanceGone(ctx)
 			return true, 0
 		}
 	}
@@ -319,7 +345,7 @@ func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, o
 	}
 	kv, rev := cl.reread(ctx, cl.c.k.instance(cl.pool, cl.rec.Instance))
 	if rev > 0 && kv == nil {
-		cl.instanceGone()
+		cl.instanceGone(ctx)
 		return true, 0
 	}
 	return false, rev + 1
@@ -354,7 +380,10 @@ func (cl *Claim) classify(ctx context.Context, del int64) {
 	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
 	switch {
 	case err != nil && !cl.sess.live():
-		cl.lose(cl.sess.lostErr(), "")
+		cl.sessionEnded()
+		return
+	case err != nil && c.ctx.Err() != nil:
+		cl.unwatched() // cut off by Close: no verdict
 		return
 	case err != nil:
 		cl.lose(ErrSeatLost, err.Error())
@@ -380,7 +409,11 @@ func (cl *Claim) classify(ctx context.Context, del int64) {
 	case cl.rec.Instance != "" && get(2) == nil:
 		cl.lose(ErrInstanceGone, cl.rec.Instance)
 	default:
-		cl.lose(cl.leaseVerdict(ctx), "")
+		if v := cl.leaseVerdict(ctx); !errors.Is(v, ErrSeatLost) || c.ctx.Err() == nil {
+			cl.lose(v, "")
+			return
+		}
+		cl.unwatched() // the lease's read cut off by Close: no verdict
 	}
 }
 
@@ -397,11 +430,24 @@ func (cl *Claim) leaseVerdict(ctx context.Context) error {
 }
 
 // instanceGone ends a claim whose instance left, and frees its seat so that
-// it does not count against the pool until the holder notices.
-func (cl *Claim) instanceGone() {
-	cl.lose(ErrInstanceGone, cl.rec.Instance)
+// it does not count against the pool until the holder notices. A release
+// of this process running meanwhile gives the reason instead (the seat
+// went first), as when the seat key goes (awaitRelease). A pool deleted
+// with its instances deletes the instance and the seat in one txn, and the
+// monitor may see either first: the spec, read before the verdict, tells
+// (TestPoolDeletedBoundClaimSaysSo). Until this claim's own release below,
+// its seat stays held, so the read delays no one's grant.
+func (cl *Claim) instanceGone(mctx context.Context) {
+	if !cl.awaitRelease(mctx) {
+		return
+	}
 	ctx, cancel := cl.c.cleanupCtx()
 	defer cancel()
+	if resp, err := cl.c.cli.Get(ctx, cl.c.k.spec(cl.pool)); err == nil && len(resp.Kvs) == 0 {
+		cl.lose(ErrPoolDeleted, cl.pool)
+		return
+	}
+	cl.lose(ErrInstanceGone, cl.rec.Instance)
 	ops := cl.c.releaseOps(cl.held(), releaseRecord{Reason: ReasonInstanceGone, By: cl.rec.Holder, At: time.Now().UTC()})
 	if _, err := cl.c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit(); err != nil {
 		cl.c.log.Warn("free seat of gone instance", "pool", cl.pool, "seat", cl.seat, "err", err)

@@ -138,7 +138,11 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			next = nil
 			continue
 		case err == nil:
-			cl.classify(ctx, 0) // tell Err why the seat was already gone
+			// Tell Err why the seat was already gone; not under the
+			// caller's ctx, whose end would read as a lost seat.
+			cctx, cancel := c.cleanupCtx()
+			cl.classify(cctx, 0)
+			cancel()
 			return fmt.Errorf("%w: pool %q seat %d token %d", ErrNotHeld, cl.pool, cl.seat, cl.token)
 		case etcdclient.IsPermanent(err):
 			// Refused, not lost (permission denied, say): this try applied

@@ -96,7 +96,12 @@ func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat i
 	if s.Err() != nil {
 		return nil, expiredErr(s.Lease())
 	}
+	ctx, cancel := s.bind(ctx) // its reads end with the session
+	defer cancel()
 	resp, err := c.cli.Get(ctx, slotPrefix(c.k.seats(pool), seat), clientv3.WithPrefix())
+	if err != nil && !s.live() {
+		return nil, expiredErr(s.Lease())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: adopt pool %q seat %d: %w", pool, seat, err)
 	}
@@ -112,11 +117,19 @@ func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat i
 		return nil, fmt.Errorf("%w: pool %q seat %d: key %q does not match its record", ErrInvalid, pool, seat, kvs[0].Key)
 	}
 	inst, err := c.instanceAt(ctx, pool, rec.Instance, resp.Header.Revision)
+	if err != nil && !s.live() {
+		return nil, expiredErr(s.Lease())
+	}
 	if err != nil {
 		return nil, err
 	}
+	cl := c.newClaim(s, pool, seat, token, rec, inst)
+	if !s.live() { // ended while it read: never hand out a claim past its session
+		cl.lose(ErrClosed, "not adopted")
+		return nil, expiredErr(s.Lease())
+	}
 	c.log.Debug("seat adopted", "pool", pool, "seat", seat, "token", token, "lease", fmt.Sprintf("%x", s.Lease()))
-	return c.newClaim(s, pool, seat, token, rec, inst), nil
+	return cl, nil
 }
 
 // notAdoptable tells why the seat key read by Adopt is not the claim.
