@@ -43,6 +43,9 @@ func FuzzParseKey(f *testing.F) {
 		"/etcdpool/pools/p/grants/" + cn, "/etcdpool/pools/p/seats/0000007/" + cn + "/x", "/etcdpool/pools/p/seats/0000007",
 		k.queueKey("p", 0x1234, 99), k.fence("p", clientv3.LeaseID(0xabc)), k.released("p", 9999999),
 		"/etcdpool/pools/p/seats/1", "/etcdpool/pools//spec", "/etcdpool/pools/p/seats/-000001", "/other/p/spec",
+		// Signed slots, which parsed as slots until 2026-12-04 (a review).
+		k.seats("p") + "+000001/" + cn, k.seats("p") + "-000000/" + cn, k.tenants("p", "acme") + "+000000/" + cn,
+		"/etcdpool/pools/p/released/+000003",
 	} {
 		f.Add(s)
 	}

@@ -77,3 +77,43 @@ func TestInstanceWritesAreBoundToTheOwnerLease(t *testing.T) {
 		t.Errorf("register in a missing pool: %v", err)
 	}
 }
+
+// TestAnonSeatNotAfterInstanceJoins: a process whose view of a pool shows
+// no instance (read once, no feed: a pool of over 64 seats) claims again
+// after an agent has registered an exclusive instance. The pool binds
+// every seat now: the first claim takes the instance, the second finds no
+// seat, and none is anonymous. Found by a review (2026-12-04): all three
+// claims were granted, unbound, while the instance's one seat was free.
+func TestAnonSeatNotAfterInstanceJoins(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 100})
+	if err := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p").Release(ctx); err != nil { // the view, read once
+		t.Fatal(err)
+	}
+	agent := testkit.Session(t, cli, 30*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "w0", Seats: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cl := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+	if in, ok := cl.Instance(); !ok || in.ID != "w0" {
+		t.Fatalf("claim after the instance joined: bound %v to %q; want w0", ok, in.ID)
+	}
+	if _, err := c.Claim(ctx, testkit.Session(t, cli, 30*time.Second), "p"); !errors.Is(err, coordinator.ErrNoSeat) {
+		t.Fatalf("second claim: %v; want ErrNoSeat, w0's one seat taken", err)
+	}
+}
+
+// TestEmptyLabelValueNeedsTheLabel: a selector asks for an instance that
+// carries each label with its value; one asked for with an empty value
+// (poolctl run --label gpu=) must be there, empty. Found by a review
+// (2026-12-04): an instance without the label matched.
+func TestEmptyLabelValueNeedsTheLabel(t *testing.T) {
+	sel := map[string]string{"gpu": ""}
+	if (coordinator.Instance{ID: "cpu-0", Labels: map[string]string{"kind": "cpu"}}).Matches(sel) {
+		t.Error("an instance without label gpu matches gpu=\"\"")
+	}
+	if !(coordinator.Instance{ID: "gpu-0", Labels: map[string]string{"gpu": ""}}).Matches(sel) {
+		t.Error("an instance with label gpu=\"\" does not match it")
+	}
+}

@@ -224,9 +224,15 @@ func parseSlot(s string) (int, error) {
 	if len(s) != slotWidth {
 		return 0, fmt.Errorf("slot %q is not %d digits", s, slotWidth)
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("slot %q is not a number", s)
+	// Digits only: strconv.Atoi also takes a sign, and "+000001" or
+	// "-000000" sort below every slot a claim writes, so no claim's range
+	// compare would see such a key, while the planner counted it held.
+	n := 0
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("slot %q is not a number", s)
+		}
+		n = n*10 + int(s[i]-'0')
 	}
 	return n, nil
 }

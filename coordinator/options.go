@@ -88,7 +88,8 @@ func WithTenant(t string) ClaimOption { return func(o *claimOptions) { o.tenant 
 // WithInstance binds the seat to the named instance only.
 func WithInstance(id string) ClaimOption { return func(o *claimOptions) { o.instance = id } }
 
-// WithLabels binds the seat to an instance carrying all these labels.
+// WithLabels binds the seat to an instance carrying all these labels, each
+// with its value (a label given an empty value must be there, empty).
 func WithLabels(sel map[string]string) ClaimOption {
 	return func(o *claimOptions) { o.labels = sel }
 }

@@ -238,7 +238,15 @@ func (s *poolState) planTenant(p *claimPlan, req claimRequest) error {
 func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	o := req.opts
 	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
-		return nil // anonymous seat
+		// An anonymous seat, in a pool that has no instance as s shows it.
+		// Once one registers, the pool binds every seat: the compare that
+		// the instances' range is still empty fails a claim planned on a
+		// view from before, and its Else read plans it again
+		// (TestAnonSeatNotAfterInstanceJoins). Without it, a process whose
+		// claims never failed kept granting unbound seats.
+		prefix := s.k.instances(s.pool)
+		p.cmps = append(p.cmps, revCmp(clientv3.CreateRevision(prefix), clientv3.GetPrefixRangeEnd(prefix), pb.Compare_EQUAL, 0))
+		return nil
 	}
 	if o.instance != "" {
 		if _, ok := s.instances[o.instance]; !ok {

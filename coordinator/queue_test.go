@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -477,4 +478,31 @@ func TestCancelledRoundsLeaveNothing(t *testing.T) {
 		q, qerr := c.Queue(ctx, "p")
 		return err == nil && qerr == nil && st.Held == 0 && len(q) == 0
 	})
+}
+
+// TestNonWaiterQueueKeySaysSo: a key under queue/, bound to a live lease,
+// whose value is not a waiter's record, would stand first in line, never
+// served, for as long as its lease lives. Claims must say what is in the
+// way (ErrForeignKey, naming the key) instead. Found by a review
+// (2026-12-04): on an empty pool a claim failed with "claimants waiting
+// (1)", a waiting one timed out, and Queue said the head passed it over.
+func TestNonWaiterQueueKeySaysSo(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	other := testkit.Session(t, cli, 30*time.Second)
+	key := coordinator.SegPrefix(c.Prefix(), "p", coordinator.SegQueue) + fmt.Sprintf("%016x-%016x", int64(other.Lease()), 1)
+	if _, err := cli.Put(ctx, key, "not json", clientv3.WithLease(other.Lease())); err != nil {
+		t.Fatal(err)
+	}
+	s := testkit.Session(t, cli, 30*time.Second)
+	for _, opts := range [][]coordinator.ClaimOption{nil, {coordinator.WithWait()}} {
+		if _, err := c.Claim(ctx, s, "p", opts...); !errors.Is(err, coordinator.ErrForeignKey) || !strings.Contains(err.Error(), key) {
+			t.Fatalf("claim %d options: %v; want ErrForeignKey naming %q", len(opts), err, key)
+		}
+	}
+	if _, err := cli.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, ctx, c, s, "p")
 }

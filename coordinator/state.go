@@ -198,6 +198,16 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 			return
 		}
 		delete(s.unleased, string(kv.Key))
+		if _, ok := s.waiterRequest(kv); !ok {
+			// Under a lease, but not a waiter's record (a value that does
+			// not decode, a name not of its lease): no head would ever
+			// serve it, and it would stand first in line for as long as
+			// its lease lives. Claims say so instead (ErrForeignKey;
+			// TestNonWaiterQueueKeySaysSo).
+			s.foreign[string(kv.Key)] = true
+			s.unqueue(string(kv.Key))
+			return
+		}
 		old := s.queue[string(kv.Key)]
 		s.queue[string(kv.Key)] = kv
 		s.lineAdd(kv, old)
@@ -240,6 +250,7 @@ func (s *poolState) del(key string) {
 	case segQueue:
 		s.unqueue(key)
 		delete(s.unleased, key)
+		delete(s.foreign, key)
 	case segFences:
 		delete(s.fences, leaseOfHex(pk.Name))
 	case segWaiting:

@@ -203,10 +203,12 @@ func (in Instance) validate() error {
 	return nil
 }
 
-// Matches reports whether the instance carries every label in sel.
+// Matches reports whether the instance carries every label in sel, each
+// with its value: a label asked for with an empty value must be there,
+// empty (an instance without it does not match).
 func (in Instance) Matches(sel map[string]string) bool {
 	for k, v := range sel {
-		if in.Labels[k] != v {
+		if got, ok := in.Labels[k]; !ok || got != v {
 			return false
 		}
 	}
