@@ -69,6 +69,29 @@ func (c *Coordinator) sharedLocked(pool string) *sharedState {
 	return s
 }
 
+// forgetMissing drops the cached state of a pool that a claim found
+// missing, unless something of this process still uses it: a feed, a
+// claim txn in flight, a held-back or queued waiter, a hand-off. Else a
+// Coordinator asked for many names of pools that do not exist (an HTTP API
+// passes a path's name through), or that were deleted, kept a state for
+// each, and for a deleted one all it last read. A claimant that took the
+// state just before keeps its copy: the next claim starts a fresh one, and
+// the two only ever disagree on hints (their plans' compares decide).
+func (c *Coordinator) forgetMissing(pool string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sh, ok := c.states[pool]
+	if !ok {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.fed != nil || sh.handing || len(sh.aiming) > 0 || len(sh.heldBack) > 0 || len(sh.inLine) > 0 {
+		return
+	}
+	delete(c.states, pool)
+}
+
 // errNotLoaded says a shared state has never been read.
 var errNotLoaded = errors.New("coordinator: pool state not loaded")
 

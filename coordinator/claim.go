@@ -75,6 +75,9 @@ func (c *Coordinator) Claim(ctx context.Context, s *Session, pool string, opts .
 		}
 	case errors.Is(err, ErrNoSeat):
 		c.metrics.ClaimResult(pool, ResultNoSeat)
+	case errors.Is(err, ErrPoolNotFound) || errors.Is(err, ErrPoolDeleted):
+		c.forgetMissing(pool)
+		c.metrics.ClaimResult(pool, ResultError)
 	case ctx.Err() != nil:
 		c.metrics.ClaimResult(pool, ResultCanceled)
 	default:

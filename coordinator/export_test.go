@@ -12,6 +12,13 @@ func FeedSynced(c *Coordinator, pool string) bool {
 	return c.shared(pool).current()
 }
 
+// CachedPools is how many pools c keeps a cached state for.
+func CachedPools(c *Coordinator) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.states)
+}
+
 // HandoffDenied reports whether c's releases on pool now go without a
 // hand-off, etcd having refused one for good (deniedHandoff).
 func HandoffDenied(c *Coordinator, pool string) bool {

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,33 @@ func TestCorruptSpec(t *testing.T) {
 	pools, err := c.ListPools(ctx)
 	if err != nil || len(pools) != 8 {
 		t.Fatalf("ListPools: %d pools, %v", len(pools), err)
+	}
+}
+
+// TestMissingPoolsNotCached: claims on pools that do not exist, or no
+// longer do, leave no cached state behind: a long-lived Coordinator asked
+// for any names (an HTTP API passes the path's through) does not grow.
+// Found by a review (2026-12-04): 300 missing names kept 300 states.
+func TestMissingPoolsNotCached(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	s := testkit.Session(t, cli, 30*time.Second)
+	testkit.CreatePool(t, c, "gone", coordinator.PoolSpec{Capacity: 100})
+	if err := mustClaim(t, ctx, c, s, "gone").Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeletePool(ctx, "gone", false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if _, err := c.Claim(ctx, s, fmt.Sprintf("missing-%d", i)); !errors.Is(err, coordinator.ErrPoolNotFound) {
+			t.Fatalf("claim on a missing pool: %v; want ErrPoolNotFound", err)
+		}
+	}
+	if _, err := c.Claim(ctx, s, "gone"); !errors.Is(err, coordinator.ErrPoolNotFound) {
+		t.Fatalf("claim on a deleted pool: %v; want ErrPoolNotFound", err)
+	}
+	if n := coordinator.CachedPools(c); n != 0 {
+		t.Fatalf("%d pools cached after claims on missing and deleted ones; want 0", n)
 	}
 }
