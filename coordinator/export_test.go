@@ -12,6 +12,15 @@ func FeedSynced(c *Coordinator, pool string) bool {
 	return c.shared(pool).current()
 }
 
+// FeedAt reports whether c's pool feed is synced and its view has caught
+// up with revision rev.
+func FeedAt(c *Coordinator, pool string, rev int64) bool {
+	sh := c.shared(pool)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.exact() && sh.st.rev >= rev
+}
+
 // CachedPools is how many pools c keeps a cached state for.
 func CachedPools(c *Coordinator) int {
 	c.mu.Lock()

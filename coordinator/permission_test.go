@@ -422,3 +422,65 @@ func TestFailedFeedNotReused(t *testing.T) {
 		t.Fatalf("waiter once the permission is back: %v; want it to wait (the pool is full) until its deadline", err)
 	}
 }
+
+// unrecordedRole starts an etcd with auth, creates pool "p" with spec as
+// root (rc on root), and returns the test's ctx, rc, root, and a
+// Coordinator and client of user "old", whose role is the claimant role
+// of before waiting/ records: read on the pool, read-write on its seats,
+// slots, queue, fences and release records, none on waiting/. Such a
+// claimant waits unrecorded (README, Known limits).
+func unrecordedRole(t *testing.T, spec coordinator.PoolSpec) (context.Context, *coordinator.Coordinator, *clientv3.Client, *coordinator.Coordinator, *clientv3.Client) {
+	t.Helper()
+	cl := etcdtest.Start(t)
+	root := etcdtest.EnableAuth(t, cl.Client(t))
+	rc := testkit.Coordinator(t, root)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, rc, "p", spec)
+	pool := rc.Prefix() + "/pools/p/"
+	etcdtest.AddPrefixRole(t, root, "old", pool, clientv3.PermissionType(clientv3.PermRead))
+	for _, seg := range []string{"seats/", "binds/", "tenants/", "queue/", "fences/", "released/"} {
+		if _, err := root.RoleGrantPermission(ctx, "old", pool+seg, clientv3.GetPrefixRangeEnd(pool+seg),
+			clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etcdtest.AddUser(t, root, "old", "pw", "old")
+	uc := etcdtest.UserClient(t, cl.Endpoints(), "old", "pw")
+	return ctx, rc, root, testkit.Coordinator(t, uc), uc
+}
+
+// TestUnrecordedWaiterJoins: a waiter held back by its tenant's limit,
+// whose role may not write waiting/, is granted once its tenant has room.
+// Found by a review (2026-12-04): its enqueue carried the delete of the
+// record etcd had refused to write, was refused too, and the claim failed
+// with permission denied.
+func TestUnrecordedWaiterJoins(t *testing.T) {
+	ctx, rc, root, uc, ucli := unrecordedRole(t, coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	held := mustClaim(t, ctx, rc, testkit.Session(t, root, 30*time.Second), "p", coordinator.WithTenant("a"))
+	var recorded atomic.Bool // the record's put was tried: it follows the status
+	granted := waitingClaim(ctx, uc, testkit.Session(t, ucli, 30*time.Second), "p", coordinator.WithTenant("a"),
+		coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) { recorded.Store(ws.Reason == coordinator.WaitTenantLimit) }))
+	testkit.Eventually(t, 10*time.Second, "the waiter held back", func() bool { return recorded.Load() })
+	time.Sleep(200 * time.Millisecond) // its record's put, refused
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-granted:
+		if err != nil {
+			t.Fatalf("the unrecorded waiter, once its tenant had room: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unrecorded waiter not granted 10 s after its tenant's seat freed")
+	}
+}
+
+// TestUnrecordedHeadGrantedKeepsSeat: TestGrantedAsHeadStepsOutKeepsSeat
+// for a head whose role may not write waiting/: its step-out goes
+// unrecorded, and a seat a hand-off granted it meanwhile is kept. Found by
+// a review (2026-12-04): the step-out txn was refused, and the waiter
+// left as one that gives up, releasing the seat.
+func TestUnrecordedHeadGrantedKeepsSeat(t *testing.T) {
+	ctx, rc, root, uc, ucli := unrecordedRole(t, coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	grantedAsHeadKeepsSeat(t, ctx, rc, root, uc, ucli)
+}

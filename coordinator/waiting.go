@@ -214,6 +214,7 @@ type waitTracker struct {
 	// be there; maybe says one may be there (a write was attempted).
 	written  WaitReason
 	maybe    bool
+	lost     bool  // a write's answer was lost: it may have landed
 	disabled bool  // etcd refused the write: wait unrecorded
 	first    int64 // the create revision of its first record, once known
 }
@@ -311,25 +312,31 @@ func (w *waitTracker) waitTurn(ctx context.Context) {
 // next change.
 func (w *waitTracker) refused(err error) {
 	if etcdclient.IsPermanent(err) {
-		w.disabled = true
+		// Refused, so not written; a record is there only if an earlier
+		// write was, or may have been.
+		w.disabled, w.maybe = true, w.written != "" || w.lost
 		w.c.log.Warn("cannot record a held-back waiter; it waits unrecorded", "pool", w.pool, "key", w.key, "err", err)
 		return
 	}
+	w.lost = true
 	w.spoil() // the failed write may still land, after the record's delete
 	w.c.log.Debug("record held-back waiter", "pool", w.pool, "key", w.key, "err", err)
 }
 
 // enqueueOps are the ops the enqueue txn adds: the waiting record's
-// delete, so that the waiter moves into line in one revision.
+// delete, so that the waiter moves into line in one revision. None once
+// etcd refused the record's writes: the delete would be refused too, and
+// with it the enqueue (TestUnrecordedWaiterJoins); a record an earlier
+// write may have left goes with the lease.
 func (w *waitTracker) enqueueOps() []clientv3.Op {
-	if !w.maybe {
+	if !w.maybe || w.disabled {
 		return nil
 	}
 	return []clientv3.Op{clientv3.OpDelete(w.key)}
 }
 
 // inLine notes that the enqueue txn committed: the record is gone.
-func (w *waitTracker) inLine() { w.written, w.maybe = "", false }
+func (w *waitTracker) inLine() { w.written, w.maybe, w.lost = "", false, false }
 
 // stepOut takes a head barred by its own constraints out of line and
 // records it as held back, in one txn that does so only if no seat was
@@ -339,27 +346,42 @@ func (w *waitTracker) inLine() { w.written, w.maybe = "", false }
 // that barred it, most likely, and the caller looks again from there. On
 // an error it reports neither: the caller then dequeues as for any waiter
 // that leaves.
+//
+// A waiter whose records etcd refuses (a role without write on waiting/)
+// steps out unrecorded: the txn only deletes its queue key; a full txn
+// refused for that reason is sent again so (TestUnrecordedHeadGrantedKeepsSeat).
 func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTracker) (stepped bool, gone int64) {
-	if w.disabled {
-		return false, 0
+	for {
+		record := !w.disabled
+		// A grant deletes the queue key: while it is there, none was made.
+		ops := []clientv3.Op{clientv3.OpDelete(req.queueKey)}
+		if record {
+			w.maybe = true
+			ops = append(ops, clientv3.OpPut(w.key, w.value(), clientv3.WithLease(req.lease)))
+		}
+		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)).
+			Then(ops...).Commit()
+		switch {
+		case err != nil && record && etcdclient.IsPermanent(err):
+			w.refused(err) // once more, unrecorded
+			continue
+		case err != nil:
+			if record {
+				w.refused(err)
+			}
+			return false, 0
+		case !resp.Succeeded:
+			w.maybe = w.lost // nothing written: enqueue deleted any record before
+			return false, resp.Header.Revision
+		}
+		if record {
+			w.written = w.cur.Reason
+			if w.first == 0 { // its put created the record: enqueue deleted any before
+				w.first = resp.Header.Revision
+			}
+		}
+		return true, 0
 	}
-	w.maybe = true
-	// A grant deletes the queue key: while it is there, none was made.
-	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)).
-		Then(clientv3.OpDelete(req.queueKey), clientv3.OpPut(w.key, w.value(), clientv3.WithLease(req.lease))).Commit()
-	switch {
-	case err != nil:
-		w.refused(err)
-		return false, 0
-	case !resp.Succeeded:
-		w.maybe = false // nothing written: enqueue deleted any record before
-		return false, resp.Header.Revision
-	}
-	w.written = w.cur.Reason
-	if w.first == 0 { // its put created the record: enqueue deleted any before
-		w.first = resp.Header.Revision
-	}
-	return true, 0
 }
 
 // end stops reporting the claim and deletes its waiting record if one may
@@ -367,7 +389,10 @@ func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTrac
 // background until the session ends.
 func (w *waitTracker) end() {
 	w.count("")
-	if !w.maybe || !w.s.live() {
+	if w.maybe && w.disabled {
+		w.spoil() // a record an earlier write may have left outlives the claim: etcd refuses its delete
+	}
+	if !w.maybe || w.disabled || !w.s.live() {
 		return // nothing written, or it goes with the lease
 	}
 	cctx, cancelCleanup := context.WithTimeout(context.Background(), w.c.opts.timeout)

@@ -532,11 +532,19 @@ func TestGrantedAsHeadStepsOutKeepsSeat(t *testing.T) {
 	c, cli := newCoord(t)
 	ctx := testkit.Ctx(t, 60*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	grantedAsHeadKeepsSeat(t, ctx, c, cli, c, cli)
+}
+
+// grantedAsHeadKeepsSeat runs TestGrantedAsHeadStepsOutKeepsSeat on pool
+// "p" of c (capacity 2, tenant limit 1), with the head h a claimant of hc
+// on client hcli and every other claimant of c on cli.
+func grantedAsHeadKeepsSeat(t *testing.T, ctx context.Context, c *coordinator.Coordinator, cli *clientv3.Client, hc *coordinator.Coordinator, hcli *clientv3.Client) {
+	t.Helper()
 	type result struct {
 		cl  *coordinator.Claim
 		err error
 	}
-	waiter := func(opts ...coordinator.ClaimOption) <-chan result {
+	waiter := func(c *coordinator.Coordinator, cli *clientv3.Client, opts ...coordinator.ClaimOption) <-chan result {
 		out, s := make(chan result, 1), testkit.Session(t, cli, 30*time.Second)
 		go func() {
 			cl, err := c.Claim(ctx, s, "p", append([]coordinator.ClaimOption{coordinator.WithWait()}, opts...)...)
@@ -546,17 +554,17 @@ func TestGrantedAsHeadStepsOutKeepsSeat(t *testing.T) {
 	}
 	first := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
 	mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
-	w0 := waiter(coordinator.WithTenant("x"))
+	w0 := waiter(c, cli, coordinator.WithTenant("x"))
 	waitQueued(t, c, "p", 1)
 	barred, unblock := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	h := waiter(coordinator.WithTenant("x"), coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) {
+	h := waiter(hc, hcli, coordinator.WithTenant("x"), coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) {
 		if ws.Reason == coordinator.WaitTenantLimit {
 			once.Do(func() { close(barred); <-unblock }) // set just before the step out
 		}
 	}))
 	waitQueued(t, c, "p", 2)
-	later := []<-chan result{waiter(), waiter()}
+	later := []<-chan result{waiter(c, cli), waiter(c, cli)}
 	waitQueued(t, c, "p", 4)
 	if err := first.Release(ctx); err != nil { // hands off to w0: tenant x at its limit
 		t.Fatal(err)
@@ -570,7 +578,8 @@ func TestGrantedAsHeadStepsOutKeepsSeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl.Spec.Capacity = 3 // a seat frees: h, now head, sees it, barred by x's limit
-	if _, err := c.UpdatePool(ctx, "p", pl.Spec, pl.Revision); err != nil {
+	grown, err := c.UpdatePool(ctx, "p", pl.Spec, pl.Revision)
+	if err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -578,6 +587,12 @@ func TestGrantedAsHeadStepsOutKeepsSeat(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("h was never barred at the head")
 	}
+	// w0's release plans its hand-off to h on this view: it must show the
+	// capacity h was barred at, or its spec compare fails and the seat
+	// goes free, not to h.
+	testkit.Eventually(t, 10*time.Second, "the releaser's feed to show the new capacity", func() bool {
+		return coordinator.FeedAt(c, "p", grown.Revision)
+	})
 	if err := r0.cl.Release(ctx); err != nil { // its hand-off grants h
 		t.Fatal(err)
 	}
