@@ -70,7 +70,7 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 			}
 		}
 		qkey := c.k.queueKey(pool, req.lease, req.nonce)
-		qrev, granted, err := c.enqueue(ctx, s, pool, req, qkey, w.enqueueOps()...)
+		qrev, granted, err := c.enqueue(ctx, s, pool, req, qkey, w.since, w.enqueueOps()...)
 		if err != nil || granted != nil {
 			if granted != nil {
 				token = granted.token
@@ -197,10 +197,13 @@ func (c *Coordinator) watchPool(ctx context.Context, s *Session, pool string, mi
 // resolution read the pool, that claim (the waiter must then not queue
 // again: its key is gone with the grant).
 //
-// extra are more ops of the same txn (the delete of a waiting record).
-func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string, extra ...clientv3.Op) (int64, *Claim, error) {
+// since is when the claimant began to wait, which the queue key records
+// (a waiter that joins the line from being held back, or again after a
+// step out, keeps it). extra are more ops of the same txn (the delete of a
+// waiting record).
+func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req claimRequest, qkey string, since time.Time, extra ...clientv3.Op) (int64, *Claim, error) {
 	o := req.opts
-	val := waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: time.Now().UTC()}.encode()
+	val := waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: since}.encode()
 	sh := c.shared(pool)
 	fence := c.k.fence(pool, req.lease)
 	// No backoff: the only compare is this claimant's own fence, which

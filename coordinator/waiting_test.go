@@ -616,3 +616,40 @@ func grantedAsHeadKeepsSeat(t *testing.T, ctx context.Context, c *coordinator.Co
 		t.Fatalf("h, granted a seat by the hand-off, still waits 5 s later; %d later arrivals hold seats", held)
 	}
 }
+
+// TestWaiterKeepsSinceInLine: a waiter held back by its tenant's limit
+// that then moves into line keeps the time it began to wait, which Queue,
+// poolctl queue and the oldest-waiter gauge show. Found by a review
+// (2026-12-04): it restarted at the move.
+func TestWaiterKeepsSinceInLine(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	session := func() *coordinator.Session { return testkit.Session(t, cli, 30*time.Second) }
+	a := mustClaim(t, ctx, c, session(), "p", coordinator.WithTenant("t"))
+	mustClaim(t, ctx, c, session(), "p", coordinator.WithTenant("u"))
+	waitingClaim(ctx, c, session(), "p", coordinator.WithHolder("D"), coordinator.WithTenant("v"))
+	waitQueued(t, c, "p", 1)
+	waitingClaim(ctx, c, session(), "p", coordinator.WithHolder("B"), coordinator.WithTenant("t"))
+	b := func(inLine bool) (since time.Time) {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("B in line: %v", inLine), func() bool {
+			q, err := c.Queue(ctx, "p")
+			for _, w := range q {
+				if err == nil && w.Holder == "B" && (w.Position >= 0) == inLine {
+					since = w.Since
+					return true
+				}
+			}
+			return false
+		})
+		return since
+	}
+	held := b(false)
+	time.Sleep(300 * time.Millisecond)
+	if err := a.Release(ctx); err != nil { // D takes the seat; B's tenant has room: it joins the line
+		t.Fatal(err)
+	}
+	if since := b(true); !since.Equal(held) {
+		t.Fatalf("B's since moved from %s to %s as it joined the line", held.Format(time.RFC3339Nano), since.Format(time.RFC3339Nano))
+	}
+}

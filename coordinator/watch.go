@@ -263,6 +263,12 @@ func seatEvent(e Event, ev *clientv3.Event, seat int, rel releaseRecord, poolDel
 	if kv != nil {
 		rec, _ := decodeSeatRecord(kv.Value)
 		e.Token, e.Holder, e.Tenant, e.Instance = kv.CreateRevision, rec.Holder, rec.Tenant, rec.Instance
+	} else if ev.Type == clientv3.EventTypeDelete && rel.Token != 0 {
+		// A delete without its previous value (etcd has none at the
+		// compact revision, where WatchFrom resumes): the release record
+		// written in the same revision names the seat it freed
+		// (TestWatchFromTypesReleaseAtCompactRevision).
+		e.Token = rel.Token
 	}
 	switch {
 	case ev.Type == clientv3.EventTypePut:

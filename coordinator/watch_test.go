@@ -115,3 +115,32 @@ func TestWatchSurvivesCompactionAndRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchFromTypesReleaseAtCompactRevision: WatchFrom resumes at the
+// compact revision C after a resync, where etcd delivers a delete without
+// its previous value. A force-release at C must still read as one, with
+// its token, from the release record of the same revision. Found by a
+// review (2026-12-04): it read seat-expired, token 0.
+func TestWatchFromTypesReleaseAtCompactRevision(t *testing.T) {
+	ec := etcdtest.Start(t)
+	cli := ec.Client(t)
+	c := testkit.Coordinator(t, cli)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	before, err := cli.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustClaim(t, ctx, c, testkit.Session(t, cli, 10*time.Second), "p", coordinator.WithHolder("alice"))
+	if _, err := c.ForceRelease(ctx, "p", a.Seat(), a.Token(), "stuck job"); err != nil {
+		t.Fatal(err)
+	}
+	compacted := etcdtest.Compact(t, cli)
+	events := c.WatchFrom(ctx, "p", before.Header.Revision)
+	if ev := nextEvent(t, events); ev.Type != coordinator.EventResync || ev.Revision != compacted {
+		t.Fatalf("first event %+v; want a resync at %d", ev, compacted)
+	}
+	if ev := nextEvent(t, events); ev.Revision != compacted || ev.Type != coordinator.EventSeatForceReleased || ev.Token != a.Token() {
+		t.Fatalf("event at the compact revision %d: %+v; want seat-force-released of token %d", compacted, ev, a.Token())
+	}
+}
