@@ -102,7 +102,13 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		return err
 	}
 	s.saveState(resumeState{Pool: cl.Pool(), Lease: int64(sess.Lease()), State: StateHeld, Seat: cl.Seat(), Token: cl.Token()})
-	if err := s.update(s.heldRecord(ctx, sess, cl)); err != nil {
+	held := s.heldRecord(ctx, sess, cl) // may read etcd: the seat can go meanwhile
+	select {
+	case <-cl.Done(): // never published as held
+		return s.lose(ctx, sess, cl)
+	default:
+	}
+	if err := s.update(held); err != nil {
 		s.release(sess, cl)
 		return err
 	}

@@ -43,6 +43,12 @@ var (
 	// ErrSessionExpired reports that the claimant's session lease is gone
 	// or presumed gone by the local deadline.
 	ErrSessionExpired = errors.New("coordinator: session expired")
+	// ErrLocalDeadline comes wrapped with ErrSessionExpired when the
+	// session ended at its local deadline, no keepalive answered in time:
+	// the server cannot expire its lease, nor grant its seats again, for
+	// at least the session's margin after that (Session). A session whose
+	// lease the server says is gone has no such time left.
+	ErrLocalDeadline = errors.New("local deadline passed")
 	// ErrForceReleased reports that an operator force-released the seat.
 	ErrForceReleased = errors.New("coordinator: seat force-released")
 	// ErrInstanceGone reports that the instance a seat was bound to was

@@ -245,8 +245,8 @@ func (s *Session) checkDeadline() {
 	}
 	s.mu.Unlock()
 	if left <= 0 {
-		err := fmt.Errorf("%w: lease %x: local deadline passed, no keepalive answered since %s",
-			ErrSessionExpired, s.id, lastOK.Format("15:04:05.000"))
+		err := fmt.Errorf("%w: lease %x: %w, no keepalive answered since %s",
+			ErrSessionExpired, s.id, ErrLocalDeadline, lastOK.Format("15:04:05.000"))
 		if s.onFailure != nil && s.Err() == nil {
 			s.onFailure(err) // counted before Done closes, so whoever wakes on Done sees it
 		}

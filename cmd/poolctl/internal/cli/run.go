@@ -13,7 +13,8 @@ import (
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
-// defaultKillGrace is how long run waits after SIGTERM before SIGKILL.
+// defaultKillGrace is how long run waits after SIGTERM before SIGKILL
+// (lossGrace cuts it on a lost seat).
 const defaultKillGrace = 10 * time.Second
 
 // runOptions is run.
@@ -60,7 +61,7 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	f.DurationVar(&o.Wait, "wait", 0, "give up (exit 6) if no seat is granted within this long; 0 waits as long as it takes (alias --wait-timeout)")
 	f.BoolVar(&o.NoWait, "no-wait", false, "give up at once (exit 6) if no seat is free now")
 	f.DurationVar(&o.TTL, "ttl", 0, "session lease TTL, whole seconds (default: the pool's seat TTL)")
-	f.DurationVar(&o.KillGrace, "kill-grace", defaultKillGrace, "after SIGTERM, wait this long before SIGKILL")
+	f.DurationVar(&o.KillGrace, "kill-grace", defaultKillGrace, "after SIGTERM, wait this long before SIGKILL (a seat lost to etcd, not an operator, gets less: see above)")
 	f.StringVar(&o.DrainSignal, "drain-signal", "", "send this signal (e.g. USR1, TERM) to the command when its instance starts draining; default none")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "report waiting, the seat taken and its release on stderr")
 	f.SetNormalizeFunc(sidecarFlagNames)
@@ -111,8 +112,14 @@ cgroup v2 is writable, kills the whole tree when poolctl is gone.
 
 If the seat is lost while CMD runs (force-released, session lease lost,
 instance gone, pool deleted), poolctl sends SIGTERM to everything CMD
-started, SIGKILL after --kill-grace, and exits 7. The session lease is
-revoked at the end in every case.
+started, SIGKILL after a grace, and exits 7. The grace is --kill-grace
+after an operator's force-release or the pool's deletion; otherwise CMD
+is gone before the seat can be granted to anyone else: cut off from etcd
+until the session's local deadline, it gets half the session's margin
+(which the lease outlives the deadline by), or --kill-grace if shorter;
+after the lease's end on the server or the instance's loss, none. A seat
+lost before CMD starts is never run on. The session lease is revoked at
+the end in every case.
 
 A command that is not found exits 127, one that cannot be executed 126, as
 in a shell, before any seat is claimed.`
@@ -193,7 +200,7 @@ func (o *runOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.hold(ctx, c, cl, o.instanceOf(ctx, c, cl))
+	return o.hold(ctx, c, cl, sess, o.instanceOf(ctx, c, cl))
 }
 
 // instanceOf returns the instance the seat is bound to. A claim adopted
@@ -206,6 +213,13 @@ func (o *runOptions) instanceOf(ctx context.Context, c *coordinator.Coordinator,
 	}
 	ctx, cancel := o.g.withTimeout(ctx)
 	defer cancel()
+	go func() { // no read past the seat's loss: hold then says so at once
+		select {
+		case <-cl.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	all, _ := c.Instances(ctx, cl.Pool())
 	for _, x := range all {
 		if x.ID == in.ID {

@@ -48,10 +48,10 @@ func (d *drainNotice) start(c *coordinator.Coordinator, pool string, grp *group)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan struct{})
-	events := c.Watch(ctx, pool) // reads once before it returns: no gap
-	go func() {
+	go func() { // Watch reads etcd before it returns: not on the way to watching the seat
 		defer close(d.done)
-		d.follow(ctx, c, pool, events, grp)
+		events := c.Watch(ctx, pool)
+		d.follow(ctx, c, pool, events, grp) // follow reads the state after the watch opened: no gap
 	}()
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 )
@@ -19,14 +20,22 @@ const guardDied = -1
 // seat went first. ctx does not bound the command: a signal that cancelled
 // it between the grant and the handover to the command is forwarded like
 // any later one.
-func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *coordinator.Claim, in coordinator.Instance) error {
+func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *coordinator.Claim, sess *coordinator.Session, in coordinator.Instance) error {
 	env := o.g.env
+	lost := cl.Done() // the claim is watched from here on
 	drain, err := o.newDrainNotice(in)
 	if err != nil {
 		o.release(cl)
 		return fmt.Errorf("drain file: %w", err)
 	}
 	defer drain.stop()
+	select { // the command never runs without a seat
+	case <-lost:
+		return o.lost(cl, cl.Err(), "the command was not started")
+	case <-sess.Done(): // the claim learns it a moment later
+		return o.lost(cl, sess.Err(), "the command was not started")
+	default:
+	}
 	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in, drain.file), env.In, env.Out, env.ErrOut)
 	if err != nil {
 		o.release(cl)
@@ -55,10 +64,31 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 			return exitStatus{code: code}
 		}
 		return nil
-	case <-cl.Done():
-		how := grp.stop(o.KillGrace)
+	case <-lost:
+		how := grp.stop(lossGrace(cl.Err(), sess, o.KillGrace))
 		return o.lost(cl, cl.Err(), how)
 	}
+}
+
+// lossGrace is how long a command whose seat was lost (why) gets between
+// SIGTERM and SIGKILL. An operator who force-released the seat, released
+// it through another holder's handle or deleted the pool chose to end it:
+// the command gets grace (--kill-grace), and what it writes meanwhile is
+// for its token to fence (README, What fencing does not cover). Else the
+// command must be gone before the seat can be granted to anyone else.
+// After its session's local deadline passed (etcd unreachable), the lease
+// outlives the deadline by at least the session's margin, and the command
+// gets half of that, if grace is not shorter (TestRunLossGraceInMargin).
+// After the lease's end on the server, the instance's loss or a loss of
+// unknown cause, the seat is free at once: none (TestRunSeatLost).
+func lossGrace(why error, sess *coordinator.Session, grace time.Duration) time.Duration {
+	switch {
+	case errors.Is(why, coordinator.ErrForceReleased), errors.Is(why, coordinator.ErrReleased), errors.Is(why, coordinator.ErrPoolDeleted):
+		return grace
+	case errors.Is(why, coordinator.ErrLocalDeadline):
+		return min(grace, sess.Margin()/2)
+	}
+	return 0
 }
 
 // lost reports a seat lost while the command ran.

@@ -3,6 +3,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -17,7 +19,12 @@ import (
 // TestRunSeatLost takes the seat away while the command runs, in every way
 // a seat can be lost, and checks that the command's whole process group is
 // stopped, that run exits 7 with one line saying why, and that nothing is
-// left bound to its session.
+// left bound to its session. A command that ignores SIGTERM gets
+// --kill-grace after an operator's force-release, and none after its
+// lease's end on the server, which frees the seat at once (until
+// 2026-12-04, a review: --kill-grace, 10 s by default, ran on while the
+// seat could be granted again). After a session's local deadline, see
+// TestRunLossGraceInMargin.
 func TestRunSeatLost(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 4})
@@ -30,27 +37,29 @@ func TestRunSeatLost(t *testing.T) {
 	// The shell's own "Terminated" notices go to a file: stderr must hold
 	// poolctl's one line only.
 	traps := `exec 2>"$D/stderr"; trap 'echo term > "$D/term"; exit 143' TERM; ` + loop
+	ignoresTerm := `exec 2>"$D/stderr"; trap '' TERM; ` + loop
+	forceRelease := func(t *testing.T, s coordinator.Seat) { h.run("release", "p", itoa(s.Seat), "--force").want(t, ExitOK) }
+	revoke := func(t *testing.T, s coordinator.Seat) { etcdtest.Revoke(t, h.cli, s.Lease) }
 	tests := []struct {
 		name   string
 		flags  []string
 		script string
 		take   func(t *testing.T, s coordinator.Seat)
-		why    string // in the message
+		why    string        // in the message
+		term   bool          // the command has time to handle SIGTERM
+		within time.Duration // SIGKILL within this of the loss (0: not checked)
 	}{
 		{"force-released with token", nil, traps, func(t *testing.T, s coordinator.Seat) {
 			h.run("release", "p", itoa(s.Seat), "--token", itoa64(s.Token), "--reason", "stuck").want(t, ExitOK)
-		}, "seat force-released: by"},
-		{"lease revoked", nil, traps, func(t *testing.T, s coordinator.Seat) {
-			etcdtest.Revoke(t, h.cli, s.Lease)
-		}, "session expired"},
+		}, "seat force-released: by", true, 0},
+		{"lease revoked", nil, traps, revoke, "session expired", false, 0},
 		{"instance gone", []string{"--instance", "node-1"}, traps, func(t *testing.T, s coordinator.Seat) {
 			if err := h.c.DeregisterInstance(ctx, "p", "node-1"); err != nil {
 				t.Fatal(err)
 			}
-		}, "instance gone: node-1"},
-		{"ignores SIGTERM", []string{"--kill-grace", "300ms"}, `exec 2>"$D/stderr"; trap '' TERM; ` + loop, func(t *testing.T, s coordinator.Seat) {
-			h.run("release", "p", itoa(s.Seat), "--force").want(t, ExitOK)
-		}, "sent SIGKILL"},
+		}, "instance gone: node-1", false, 0},
+		{"ignores SIGTERM, force-released", []string{"--kill-grace", "300ms"}, ignoresTerm, forceRelease, "sent SIGKILL", false, 0},
+		{"ignores SIGTERM, lease revoked", []string{"--kill-grace", "5s"}, ignoresTerm, revoke, "sent SIGKILL", false, 2 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,11 +74,14 @@ func TestRunSeatLost(t *testing.T) {
 			if !strings.Contains(r.err, tt.why) {
 				t.Errorf("stderr %q does not say %q", r.err, tt.why)
 			}
-			if tt.script == traps && !exists(filepath.Join(dir, "term")) {
+			if tt.term && !exists(filepath.Join(dir, "term")) {
 				t.Error("the command did not get SIGTERM")
 			}
-			if strings.Contains(tt.name, "SIGTERM") && time.Since(start) < 300*time.Millisecond {
-				t.Errorf("SIGKILL came %v after the loss, before --kill-grace", time.Since(start))
+			if took := time.Since(start); tt.within > 0 && took > tt.within {
+				t.Errorf("run ended %v after the loss; want SIGKILL within %v, before the seat could be granted again", took, tt.within)
+			}
+			if strings.Contains(tt.name, "force-released") && tt.script == ignoresTerm && time.Since(start) < 300*time.Millisecond {
+				t.Errorf("SIGKILL came %v after the force-release, before --kill-grace", time.Since(start))
 			}
 			if got := h.leases(t); len(got) != len(before) {
 				t.Errorf("leases after run %v, want %v", got, before)
@@ -115,4 +127,93 @@ func TestRunStopsGrandchildren(t *testing.T) {
 			t.Errorf("the command's background child %d still runs after run returned", pid)
 		}
 	})
+}
+
+// TestRunLossGraceInMargin: run's session is cut off from etcd, and its
+// command ignores SIGTERM for 8 s. The session ends at its local deadline,
+// and the command must be dead before a waiter elsewhere is granted the
+// seat: SIGKILL follows SIGTERM within half the session's margin, not
+// --kill-grace (10 s by default). Found by a review (2026-12-04): the
+// command ran 7.4 s after the seat was granted again.
+func TestRunLossGraceInMargin(t *testing.T) {
+	h := newHarness(t)
+	h.createPool("p", coordinator.PoolSpec{Capacity: 1})
+	px := etcdtest.NewProxy(t, h.eps)
+	dir, inv := t.TempDir(), newInvocation()
+	inv.vars["D"] = dir
+	script := `trap 'sleep 8; exit 143' TERM; echo $$ > "$D/pid"; touch "$D/ready"; while :; do sleep 0.05; done`
+	done := make(chan result, 1)
+	go func() {
+		code := Main([]string{"--endpoints", px.URL(), "run", "p", "--ttl", "2s", "--", "sh", "-c", script}, inv.env)
+		done <- result{code: code, out: inv.out.String(), err: inv.err.String()}
+	}()
+	waitFile(t, filepath.Join(dir, "ready"))
+	pid := readPid(t, filepath.Join(dir, "pid"))
+	px.Blackhole()
+	ctx := testkit.Ctx(t, 30*time.Second)
+	if _, err := h.c.Claim(ctx, h.session(10*time.Second), "p", coordinator.WithWait()); err != nil {
+		t.Fatal(err)
+	}
+	if !testkit.PidGone(pid) {
+		t.Error("the cut-off command still ran when its seat was granted to another")
+	}
+	px.Restore() // run revokes its lease on its way out
+	r := <-done
+	if r.code != ExitSeatLost || !strings.Contains(r.err, "local deadline passed") || !strings.Contains(r.err, "sent SIGKILL") {
+		t.Errorf("exit %d, stderr %q; want %d, the local deadline and SIGKILL", r.code, r.err, ExitSeatLost)
+	}
+}
+
+// TestRunHoldSeesLossAtOnce: etcd goes away just after the grant. hold
+// must act on the loss as soon as the session ends: never start the
+// command once it has (found by a review, 2026-12-04: it started 50 ms
+// after), and stop a started one at once, not after the drain watch's
+// first read gave up 5 s later.
+func TestRunHoldSeesLossAtOnce(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session ends while it runs", true: "session ended before it starts"}[late], func(t *testing.T) {
+			h := newHarness(t)
+			h.createPool("p", coordinator.PoolSpec{Capacity: 2})
+			ctx := testkit.Ctx(t, 60*time.Second)
+			agent := h.session(30 * time.Second)
+			if _, err := h.c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "node-1", Addr: "10.0.0.1:1", Seats: 2}); err != nil {
+				t.Fatal(err)
+			}
+			px := etcdtest.NewProxy(t, h.eps)
+			pcli := testkit.Client(t, px.URL())
+			pc := testkit.Coordinator(t, pcli)
+			sess, err := coordinator.NewSession(ctx, pcli, coordinator.WithTTL(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := pc.Claim(ctx, sess, "p", coordinator.WithInstance("node-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			px.Blackhole()
+			cut := time.Now()
+			if late {
+				<-sess.Done()
+			}
+			dir, inv := t.TempDir(), newInvocation()
+			inv.vars["D"] = dir
+			sigs := newSignalRouter(inv.env)
+			defer sigs.stop()
+			o := &runOptions{g: &globalOptions{env: inv.env, sigs: sigs, CommandTimeout: 5 * time.Second}, Pool: "p", KillGrace: 300 * time.Millisecond}
+			o.Argv = []string{"sh", "-c", `touch "$D/started"; trap 'exit 143' TERM; while :; do sleep 0.05; done`}
+			o.path, _ = lookCommand("sh")
+			in, _ := cl.Instance()
+			err = o.hold(context.Background(), pc, cl, sess, in)
+			if !errors.Is(err, errSeatLost) {
+				t.Fatalf("hold: %v; want the seat lost", err)
+			}
+			if late && exists(filepath.Join(dir, "started")) {
+				t.Error("the command started although the session had ended")
+			}
+			if took := time.Since(cut); took > 3*time.Second {
+				t.Errorf("hold returned %v after etcd went away; want by the session's deadline (1.5 s) and a short grace", took)
+			}
+			px.Restore()
+		})
+	}
 }
