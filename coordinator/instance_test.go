@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -115,5 +116,41 @@ func TestEmptyLabelValueNeedsTheLabel(t *testing.T) {
 	}
 	if !(coordinator.Instance{ID: "gpu-0", Labels: map[string]string{"gpu": ""}}).Matches(sel) {
 		t.Error("an instance with label gpu=\"\" does not match it")
+	}
+}
+
+// TestUnadmittedInstanceKeyLeavesSeatsAnonymous: a key under instances/
+// whose value claims do not admit (here a state a newer agent might
+// write) binds no seat, and must not fail every anonymous claim either:
+// a claim on the pool gets an unbound seat. Once the key becomes an
+// instance, claims bind to it. Found by a review of cecd1f3 (2026-12-05),
+// whose compare that the instances' range is empty made such a claim
+// retry until its deadline.
+func TestUnadmittedInstanceKeyLeavesSeatsAnonymous(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+	key := coordinator.SegPrefix(c.Prefix(), "p", coordinator.SegInstances) + "w0"
+	if _, err := cli.Put(ctx, key, `{"id":"w0","seats":1,"state":"cordoned"}`); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cl, err := c.Claim(cctx, testkit.Session(t, cli, 30*time.Second), "p")
+	if err != nil {
+		t.Fatalf("claim on a pool whose one instance key is not an instance: %v", err)
+	}
+	if in, ok := cl.Instance(); ok {
+		t.Fatalf("claim bound to %q, which is not an instance", in.ID)
+	}
+	if _, err := cli.Put(ctx, key, `{"id":"w0","seats":1,"state":"ready"}`); err != nil {
+		t.Fatal(err)
+	}
+	cl, err = c.Claim(ctx, testkit.Session(t, cli, 30*time.Second), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, ok := cl.Instance(); !ok || in.ID != "w0" {
+		t.Fatalf("claim after w0 became an instance: bound %v to %q; want w0", ok, in.ID)
 	}
 }

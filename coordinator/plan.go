@@ -97,6 +97,10 @@ func (s *poolState) plan(req claimRequest) (*claimPlan, error) {
 		}
 		return nil, fmt.Errorf("%w: %q under pool %q; delete it", ErrForeignKey, key, s.pool)
 	}
+	if len(s.unadmitted) > maxUnleased {
+		return nil, fmt.Errorf("%w: %d keys under pool %q's instances that are not instances (such as %q); fix or delete them",
+			ErrForeignKey, len(s.unadmitted), s.pool, sortedKeys(s.unadmitted)[0])
+	}
 	if len(s.unleased) > maxUnleased {
 		return nil, fmt.Errorf("%w: %d queue keys without a lease under pool %q (such as %q); run `poolctl doctor %s --fix`",
 			ErrForeignKey, len(s.unleased), s.pool, sortedKeys(s.unleased)[0], s.pool)
@@ -189,6 +193,30 @@ func revCmp(target clientv3.Cmp, end string, result pb.Compare_CompareResult, re
 	return target
 }
 
+// noInstanceCmps compares that the pool still has no instance a claim
+// could bind: nothing under instances/ but the keys s holds unadmitted,
+// each unchanged (one that becomes an instance changes). So a key that is
+// not an instance (an unknown state a newer agent wrote, say) neither
+// binds seats nor fails every anonymous claim
+// (TestUnadmittedInstanceKeyLeavesSeatsAnonymous). One compare per range
+// between such keys and one per key; plan refuses past maxUnleased keys.
+func (s *poolState) noInstanceCmps() []clientv3.Cmp {
+	prefix := s.k.instances(s.pool)
+	bad := sortedKeys(s.unadmitted)
+	var cmps []clientv3.Cmp
+	from := prefix
+	for _, to := range append(bad, clientv3.GetPrefixRangeEnd(prefix)) {
+		if from < to {
+			cmps = append(cmps, revCmp(clientv3.CreateRevision(from), to, pb.Compare_EQUAL, 0))
+		}
+		from = to + "\x00"
+	}
+	for _, k := range bad {
+		cmps = append(cmps, revCmp(clientv3.ModRevision(k), "", pb.Compare_EQUAL, s.unadmitted[k]))
+	}
+	return cmps
+}
+
 // maxUnleased bounds the unleased queue keys claims compare around: each
 // costs a compare, and a txn holds at most 128 (etcd's --max-txn-ops).
 const maxUnleased = 32
@@ -239,13 +267,12 @@ func (s *poolState) planInstance(p *claimPlan, req claimRequest) error {
 	o := req.opts
 	if !s.bound() && o.instance == "" && len(o.labels) == 0 {
 		// An anonymous seat, in a pool that has no instance as s shows it.
-		// Once one registers, the pool binds every seat: the compare that
-		// the instances' range is still empty fails a claim planned on a
-		// view from before, and its Else read plans it again
-		// (TestAnonSeatNotAfterInstanceJoins). Without it, a process whose
-		// claims never failed kept granting unbound seats.
-		prefix := s.k.instances(s.pool)
-		p.cmps = append(p.cmps, revCmp(clientv3.CreateRevision(prefix), clientv3.GetPrefixRangeEnd(prefix), pb.Compare_EQUAL, 0))
+		// Once one registers, the pool binds every seat: the compares that
+		// it still has none fail a claim planned on a view from before, and
+		// its Else read plans it again (TestAnonSeatNotAfterInstanceJoins).
+		// Without them, a process whose claims never failed kept granting
+		// unbound seats.
+		p.cmps = append(p.cmps, s.noInstanceCmps()...)
 		return nil
 	}
 	if o.instance != "" {

@@ -60,8 +60,13 @@ type poolState struct {
 	// writes one (it could never go away), so they are not waiters, and
 	// claims compare around them (see queueCmps) instead of being blocked.
 	unleased map[string]bool
-	fences   map[clientv3.LeaseID]int64 // lease -> mod revision
-	foreign  map[string]bool            // keys under the pool that etcdpool did not write
+	// unadmitted are keys under instances/ whose value is not an instance
+	// etcdpool admits (it does not decode or validate): claims never bind
+	// to one, and an anonymous seat's claim compares around them
+	// (noInstanceCmps).
+	unadmitted map[string]int64           // key -> mod revision
+	fences     map[clientv3.LeaseID]int64 // lease -> mod revision
+	foreign    map[string]bool            // keys under the pool that etcdpool did not write
 
 	// waiting are the records of held-back waiters (waiting.go); planning
 	// ignores them.
@@ -87,6 +92,7 @@ func (s *poolState) reset() {
 	s.claimed = map[string]int{}
 	s.queue, s.line = map[string]*mvccpb.KeyValue{}, nil
 	s.unleased = map[string]bool{}
+	s.unadmitted = map[string]int64{}
 	s.fences = map[clientv3.LeaseID]int64{}
 	s.foreign = map[string]bool{}
 	s.waiting = map[string]*mvccpb.KeyValue{}
@@ -98,6 +104,7 @@ func (s *poolState) clone() *poolState {
 	c.seats, c.seatRevs = maps.Clone(s.seats), maps.Clone(s.seatRevs)
 	c.instances, c.queue, c.claimed = maps.Clone(s.instances), maps.Clone(s.queue), maps.Clone(s.claimed)
 	c.fences, c.foreign, c.unleased = maps.Clone(s.fences), maps.Clone(s.foreign), maps.Clone(s.unleased)
+	c.unadmitted = maps.Clone(s.unadmitted)
 	c.binds, c.tenants, c.holders = cloneSlots(s.binds), cloneSlots(s.tenants), maps.Clone(s.holders)
 	c.waiting, c.line = maps.Clone(s.waiting), slices.Clone(s.line)
 	return &c
@@ -167,12 +174,15 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 	case segInstances:
 		var in Instance
 		if json.Unmarshal(kv.Value, &in) != nil || in.ID != pk.Name {
-			return // not ours to admit; claims never bind to it
+			s.unadmit(pk.Name, kv) // not ours to admit; claims never bind to it
+			return
 		}
 		in.defaults()
 		if in.validate() != nil {
+			s.unadmit(pk.Name, kv)
 			return
 		}
+		delete(s.unadmitted, string(kv.Key))
 		in.Lease, in.Revision = clientv3.LeaseID(kv.Lease), kv.ModRevision
 		s.instances[pk.Name] = in
 	case segSeats:
@@ -236,6 +246,7 @@ func (s *poolState) del(key string) {
 		s.countAbove()
 	case segInstances:
 		delete(s.instances, pk.Name)
+		delete(s.unadmitted, key)
 	case segSeats:
 		if _, had := s.seats[pk.Slot]; had && pk.Slot >= s.spec.Capacity {
 			s.seatsAbove--
@@ -256,6 +267,13 @@ func (s *poolState) del(key string) {
 	case segWaiting:
 		delete(s.waiting, key)
 	}
+}
+
+// unadmit records an instance key whose value claims do not admit, in
+// place of any instance of that name it held.
+func (s *poolState) unadmit(name string, kv *mvccpb.KeyValue) {
+	delete(s.instances, name)
+	s.unadmitted[string(kv.Key)] = kv.ModRevision
 }
 
 // countAbove recounts the seats at or above the capacity: once per spec
