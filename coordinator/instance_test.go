@@ -3,6 +3,8 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,5 +154,24 @@ func TestUnadmittedInstanceKeyLeavesSeatsAnonymous(t *testing.T) {
 	}
 	if in, ok := cl.Instance(); !ok || in.ID != "w0" {
 		t.Fatalf("claim after w0 became an instance: bound %v to %q; want w0", ok, in.ID)
+	}
+}
+
+// TestManyUnadmittedInstanceKeysSaySo: an anonymous seat's claim compares
+// around each instance key that is not an instance; past 32 of them, a
+// claim is refused with ErrForeignKey naming one, as for unleased queue
+// keys, rather than send a txn of ever more compares.
+func TestManyUnadmittedInstanceKeysSaySo(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+	prefix := coordinator.SegPrefix(c.Prefix(), "p", coordinator.SegInstances)
+	for i := range 33 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("%sw%02d", prefix, i), "not an instance"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Claim(ctx, testkit.Session(t, cli, 30*time.Second), "p"); !errors.Is(err, coordinator.ErrForeignKey) || !strings.Contains(err.Error(), prefix+"w00") {
+		t.Fatalf("claim: %v; want ErrForeignKey naming %q", err, prefix+"w00")
 	}
 }

@@ -79,8 +79,7 @@ func TestPoolDeletedBoundClaimSaysSo(t *testing.T) {
 		if _, ok := cl.Instance(); !ok {
 			t.Fatal("the claim is not bound to the instance")
 		}
-		cl.Done()
-		time.Sleep(20 * time.Millisecond) // the monitor's watches are up
+		cl.Done() // the monitor watches from the grant's revision: it misses nothing
 		if err := c.DeletePool(ctx, pool, true); err != nil {
 			t.Fatal(err)
 		}
@@ -153,8 +152,7 @@ func TestCloseWhileClassifyingIsNoLoss(t *testing.T) {
 	ctx := testkit.Ctx(t, 20*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 100})
 	cl := mustClaim(t, ctx, c, testkit.Session(t, cli, 10*time.Second), "p")
-	cl.Done()
-	time.Sleep(50 * time.Millisecond) // the monitor's watch is up
+	cl.Done() // the monitor watches from the grant's revision: it misses nothing
 	block.Store(true)
 	if _, err := op.ForceRelease(ctx, "p", cl.Seat(), cl.Token(), "maintenance"); err != nil {
 		t.Fatal(err)
@@ -274,8 +272,7 @@ func TestAdoptEndsWithSession(t *testing.T) {
 	if err := b.Close(ctx); err != nil { // the session ends while Adopt reads
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	close(answer)
+	close(answer) // the read may still come back: the session has ended either way
 	if err := <-adopted; !errors.Is(err, coordinator.ErrSessionExpired) {
 		t.Fatalf("Adopt: %v; want ErrSessionExpired", err)
 	}
@@ -294,7 +291,7 @@ func TestNoGoroutineGrowth(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := testkit.Session(t, cli, 10*time.Second)
-	cycles := func(n int) int {
+	cycles := func(n int) {
 		for range n {
 			for _, p := range []string{"p", "q"} {
 				cl := mustClaim(t, ctx, c, s, p)
@@ -304,13 +301,20 @@ func TestNoGoroutineGrowth(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(2500 * time.Millisecond) // past feedLinger
+	}
+	settled := func() int { // the feed of q stops once it has lingered, and its goroutines end
+		testkit.Eventually(t, 10*time.Second, "q's feed to stop", func() bool { return !coordinator.FeedRunning(c, "q") })
 		runtime.GC()
 		return runtime.NumGoroutine()
 	}
-	before := cycles(20)
-	if after := cycles(200); after > before+5 {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines grew from %d to %d:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	cycles(20)
+	before := settled()
+	cycles(200)
+	for deadline, after := time.Now().Add(10*time.Second), settled(); after > before+5; after = runtime.NumGoroutine() {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines grew from %d to %d:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond) // goroutines ending: polled, up to the deadline
 	}
 }

@@ -429,7 +429,7 @@ func TestFailedFeedNotReused(t *testing.T) {
 // of before waiting/ records: read on the pool, read-write on its seats,
 // slots, queue, fences and release records, none on waiting/. Such a
 // claimant waits unrecorded (README, Known limits).
-func unrecordedRole(t *testing.T, spec coordinator.PoolSpec) (context.Context, *coordinator.Coordinator, *clientv3.Client, *coordinator.Coordinator, *clientv3.Client) {
+func unrecordedRole(t *testing.T, spec coordinator.PoolSpec, opts ...coordinator.Option) (context.Context, *coordinator.Coordinator, *clientv3.Client, *coordinator.Coordinator, *clientv3.Client) {
 	t.Helper()
 	cl := etcdtest.Start(t)
 	root := etcdtest.EnableAuth(t, cl.Client(t))
@@ -446,7 +446,7 @@ func unrecordedRole(t *testing.T, spec coordinator.PoolSpec) (context.Context, *
 	}
 	etcdtest.AddUser(t, root, "old", "pw", "old")
 	uc := etcdtest.UserClient(t, cl.Endpoints(), "old", "pw")
-	return ctx, rc, root, testkit.Coordinator(t, uc), uc
+	return ctx, rc, root, testkit.Coordinator(t, uc, opts...), uc
 }
 
 // TestUnrecordedWaiterJoins: a waiter held back by its tenant's limit,
@@ -455,13 +455,14 @@ func unrecordedRole(t *testing.T, spec coordinator.PoolSpec) (context.Context, *
 // record etcd had refused to write, was refused too, and the claim failed
 // with permission denied.
 func TestUnrecordedWaiterJoins(t *testing.T) {
-	ctx, rc, root, uc, ucli := unrecordedRole(t, coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
+	logs := &testkit.SyncBuffer{}
+	ctx, rc, root, uc, ucli := unrecordedRole(t, coordinator.PoolSpec{Capacity: 2, TenantLimit: 1},
+		coordinator.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	held := mustClaim(t, ctx, rc, testkit.Session(t, root, 30*time.Second), "p", coordinator.WithTenant("a"))
-	var recorded atomic.Bool // the record's put was tried: it follows the status
-	granted := waitingClaim(ctx, uc, testkit.Session(t, ucli, 30*time.Second), "p", coordinator.WithTenant("a"),
-		coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) { recorded.Store(ws.Reason == coordinator.WaitTenantLimit) }))
-	testkit.Eventually(t, 10*time.Second, "the waiter held back", func() bool { return recorded.Load() })
-	time.Sleep(200 * time.Millisecond) // its record's put, refused
+	granted := waitingClaim(ctx, uc, testkit.Session(t, ucli, 30*time.Second), "p", coordinator.WithTenant("a"))
+	testkit.Eventually(t, 10*time.Second, "the held-back waiter's record refused", func() bool {
+		return strings.Contains(logs.String(), "it waits unrecorded")
+	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

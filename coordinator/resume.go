@@ -98,12 +98,15 @@ func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat i
 	}
 	ctx, cancel := s.bind(ctx) // its reads end with the session
 	defer cancel()
-	resp, err := c.cli.Get(ctx, slotPrefix(c.k.seats(pool), seat), clientv3.WithPrefix())
-	if err != nil && !s.live() {
-		return nil, expiredErr(s.Lease())
+	ended := func(err error) error { // what a read that failed says, once the session may have ended
+		if !s.live() {
+			return expiredErr(s.Lease())
+		}
+		return err
 	}
+	resp, err := c.cli.Get(ctx, slotPrefix(c.k.seats(pool), seat), clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: adopt pool %q seat %d: %w", pool, seat, err)
+		return nil, ended(fmt.Errorf("coordinator: adopt pool %q seat %d: %w", pool, seat, err))
 	}
 	kvs := resp.Kvs
 	if len(kvs) != 1 || kvs[0].CreateRevision != token || kvs[0].Lease != int64(s.Lease()) {
@@ -117,11 +120,8 @@ func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat i
 		return nil, fmt.Errorf("%w: pool %q seat %d: key %q does not match its record", ErrInvalid, pool, seat, kvs[0].Key)
 	}
 	inst, err := c.instanceAt(ctx, pool, rec.Instance, resp.Header.Revision)
-	if err != nil && !s.live() {
-		return nil, expiredErr(s.Lease())
-	}
 	if err != nil {
-		return nil, err
+		return nil, ended(err)
 	}
 	cl := c.newClaim(s, pool, seat, token, rec, inst)
 	if !s.live() { // ended while it read: never hand out a claim past its session
