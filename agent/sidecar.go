@@ -34,6 +34,8 @@ type Sidecar struct {
 	mu     sync.Mutex
 	rec    SeatRecord
 	waitSt *coordinator.WaitStatus // while waiting with a known reason (sidecar_wait.go)
+	sess   *coordinator.Session    // of the seat held: when its lease can end (sidecar_lease.go)
+	risky  bool                    // the lease could end within AppStopWithin (logged once)
 
 	waitLogEvery time.Duration // how often a wait repeats its reason in the log
 }
@@ -108,6 +110,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		return s.lose(ctx, sess, cl)
 	default:
 	}
+	s.holding(sess)
 	if err := s.update(held); err != nil {
 		s.release(sess, cl)
 		return err

@@ -16,7 +16,7 @@ func (s *Sidecar) Handler(metrics http.Handler) http.Handler {
 		rec := s.Record()
 		switch {
 		case rec.State == StateHeld:
-			return nil
+			return s.leaseAtRisk()
 		case rec.State == StateFailed:
 			return fmt.Errorf("seat %s: %s", rec.State, rec.Error)
 		}

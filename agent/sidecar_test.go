@@ -94,15 +94,7 @@ func TestSidecarQueuesAgainAfterSessionLostWhileWaiting(t *testing.T) {
 	cfg.WaitTimeout = config.Duration(20 * time.Second)
 	var lost atomic.Int32
 	sc := NewSidecar(co, cfg, WithSessionLostHook(func() { lost.Add(1) }))
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- sc.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run after cancel: %v", err)
-		}
-	}()
+	runSidecar(t, sc)
 
 	first := testkit.QueuedLease(t, co, "p", 0)
 	etcdtest.Revoke(t, cli, first)

@@ -258,6 +258,17 @@ type Sidecar struct {
 	// LossGrace is how long the sidecar keeps serving failed probes after
 	// losing its seat before it exits with code 3. Default 2s.
 	LossGrace Duration `json:"lossGrace"`
+	// AppStopWithin is how long the app may take to stop once the
+	// sidecar's /readyz fails (with /readyz as its liveness probe: period
+	// x failure threshold + timeout + the probe's grace). While it holds
+	// the seat, /readyz fails as soon as the lease could end within that
+	// long (no keepalive answered since lease end - AppStopWithin), so that
+	// an app cut off from etcd is stopped before its seat can be granted
+	// to anyone else. Default 0: /readyz fails only when the seat is lost,
+	// at the session's local deadline, which leaves a partitioned app at
+	// most the session's margin (TTL/10, at least 500 ms) to stop. At most
+	// TTL/2, so that keepalives answered on time never fail it.
+	AppStopWithin Duration `json:"appStopWithin"`
 }
 
 // Default returns the configuration with every default filled in.

@@ -44,6 +44,8 @@ func TestValidateNamesTheField(t *testing.T) {
 			c.Agent.Pools = []Pool{{Name: "p", Capacity: 1, SeatTTL: Duration(2500 * time.Millisecond)}}
 		}, "agent.pools[0].seatTTL"},
 		{"loss grace above ttl", func(c *Config) { c.Sidecar.LossGrace = Duration(time.Minute) }, "sidecar.lossGrace"},
+		{"app stop above half the ttl", func(c *Config) { c.Sidecar.AppStopWithin = Duration(5001 * time.Millisecond) }, "sidecar.appStopWithin"},
+		{"negative app stop", func(c *Config) { c.Sidecar.AppStopWithin = -1 }, "sidecar.appStopWithin"},
 		{"bad listen", func(c *Config) { c.Sidecar.Listen = "8086" }, "sidecar.listen"},
 		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
 		{"bad prefix", func(c *Config) { c.Prefix = "etcdpool/" }, "prefix"},

@@ -56,4 +56,5 @@
 //	  seatFile: /var/run/etcdpool/seat.json
 //	  envFile: ""                          # default: seatFile with the extension .env
 //	  lossGrace: 2s                        # after a loss, time to serve the failure before exiting
+//	  appStopWithin: 0s                    # the app's stop time after /readyz fails; 0..ttl/2
 package config

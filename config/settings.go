@@ -68,6 +68,7 @@ func sidecarSettings() []setting {
 		at("sidecar.seatFile", strSetting("seat-file", "JSON file the claim is written to", func(c *Config) *string { return &c.Sidecar.SeatFile })),
 		at("sidecar.envFile", strSetting("env-file", "env file the claim is written to (default: the seat file with its extension replaced by .env: seat.json -> seat.env)", func(c *Config) *string { return &c.Sidecar.EnvFile })),
 		at("sidecar.lossGrace", durSetting("loss-grace", "after losing the seat, time before exiting with code 3", func(c *Config) *Duration { return &c.Sidecar.LossGrace })),
+		at("sidecar.appStopWithin", durSetting("app-stop-within", "how long the app takes to stop once /readyz fails; /readyz then fails that long before the lease could end without keepalives (0..ttl/2; 0: only once the seat is lost)", func(c *Config) *Duration { return &c.Sidecar.AppStopWithin })),
 	}
 }
 

@@ -64,15 +64,17 @@ func TestSidecarDeploymentWiring(t *testing.T) {
 }
 
 // appStopBound is how long the app may keep running after the sidecar
-// fails /readyz (the seat was lost) or stops answering (it died), as
-// documented in app-with-sidecar.yaml and README.
-const appStopBound = 9 * time.Second
+// fails /readyz (the seat was lost, or its lease could end soon) or stops
+// answering (it died), as documented in app-with-sidecar.yaml and README.
+const appStopBound = 6 * time.Second
 
 // TestSidecarDeploymentStopsAppOnLoss: the app's liveness probe is the
 // sidecar's /readyz, and the kubelet stops the app within appStopBound of
 // it failing; that is less than a dead sidecar's lease has left (2/3 of
 // the TTL: it was kept alive every TTL/3), so an app whose sidecar died is
-// stopped before its seat can be granted to another pod.
+// stopped before its seat can be granted to another pod; and the sidecar's
+// --app-stop-within covers it, so an app whose sidecar is cut off from
+// etcd is stopped by the time the lease can end.
 func TestSidecarDeploymentStopsAppOnLoss(t *testing.T) {
 	sc, app, cfg, _ := inference(t)
 	p := app.LivenessProbe
@@ -92,6 +94,9 @@ func TestSidecarDeploymentStopsAppOnLoss(t *testing.T) {
 	}
 	if ttl := cfg.Sidecar.TTL.D(); 3*bound >= 2*ttl {
 		t.Errorf("app stops up to %v after its sidecar died; want less than 2/3 of the TTL %v", bound, ttl)
+	}
+	if lead := cfg.Sidecar.AppStopWithin.D(); lead < bound {
+		t.Errorf("sidecar --app-stop-within %v, but the app stops up to %v after /readyz fails: cut off from etcd, it could run on after its lease ended", lead, bound)
 	}
 	if sc.LivenessProbe != nil {
 		t.Error("the sidecar has a livenessProbe: a restart while it waits loses its place in the queue")
