@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -29,30 +30,41 @@ func (s *Sidecar) holding(sess *coordinator.Session) {
 // last answered keepalive plus the TTL (Session.Deadline plus its margin),
 // is nearer than that. The kubelet then stops the app by the time the
 // lease can end, and so before the seat can be granted to anyone else.
-// Keepalives answered on time keep that end at least 2/3 of the TTL away,
-// farther than AppStopWithin (at most TTL/2), so they never fail it; one
-// answered later passes /readyz again. Nil when AppStopWithin is 0.
+// Keepalives whose round trips take less than TTL/12 each never fail it
+// (config.MaxAppStopWithin); once one is answered, it passes again. Nil
+// when AppStopWithin is 0.
 func (s *Sidecar) leaseAtRisk() error {
 	lead := s.cfg.AppStopWithin.D()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if lead <= 0 || s.sess == nil {
+	sess, was := s.sess, s.risky
+	if lead <= 0 || sess == nil {
+		s.mu.Unlock()
 		return nil
 	}
-	end := s.sess.Deadline().Add(s.sess.Margin())
-	left := time.Until(end)
+	left := time.Until(sess.Deadline().Add(sess.Margin()))
+	s.risky = left < lead
+	s.mu.Unlock()
+	log := s.o.log.With("pool", s.cfg.Pool, "lease", leaseHex(sess.Lease()))
 	if left >= lead {
-		if s.risky {
-			s.o.log.Info("keepalives answered again; /readyz passes", "pool", s.cfg.Pool, "lease", leaseHex(s.sess.Lease()))
+		if was {
+			log.Info("keepalives answered again; /readyz passes")
 		}
-		s.risky = false
 		return nil
 	}
 	err := fmt.Errorf("seat held, but etcd has not answered a keepalive in time: its lease can end in %v, sooner than the app stops (appStopWithin %v)",
 		max(left, 0).Round(time.Millisecond), lead)
-	if !s.risky {
-		s.o.log.Warn("failing /readyz so that the app stops before the lease can end", "pool", s.cfg.Pool, "lease", leaseHex(s.sess.Lease()), "err", err)
+	if !was {
+		log.Warn("failing /readyz so that the app stops before the lease can end", "err", err)
 	}
-	s.risky = true
 	return err
+}
+
+// leaseFits reports why a resumed session's lease, whose TTL is its own
+// (the previous run's sidecar.ttl), cannot keep the rule above, or nil: its
+// TTL allows AppStopWithin, as config validation checks for a new one.
+func (s *Sidecar) leaseFits(sess *coordinator.Session) error {
+	if most := config.MaxAppStopWithin(sess.TTL()); s.cfg.AppStopWithin.D() > most {
+		return fmt.Errorf("the lease's TTL %v allows appStopWithin up to %v, not %v: /readyz would fail while keepalives are answered", sess.TTL(), most, s.cfg.AppStopWithin)
+	}
+	return nil
 }

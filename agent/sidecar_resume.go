@@ -24,7 +24,8 @@ import (
 //     seat if etcd shows it still held under that token and lease (both
 //     checked by the server, see coordinator.Adopt): same seat, same token.
 //   - anything else (the lease expired, the seat was lost, the previous run
-//     was still waiting, the pool changed): revoke the old lease, which
+//     was still waiting, the pool changed, the lease's TTL is too short for
+//     sidecar.appStopWithin): revoke the old lease, which
 //     frees at once whatever is still bound to it (a queue entry that would
 //     otherwise stand in line until its TTL, a seat granted just before the
 //     crash), and claim afresh, at the back of the queue.
@@ -125,6 +126,10 @@ func (s *Sidecar) adopt(ctx context.Context, lease clientv3.LeaseID, st resumeSt
 		return err
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.leaseFits(sess); err != nil { // the config changed since the lease was granted
+		s.o.closeSession(sess)
 		return nil, nil, err
 	}
 	var cl *coordinator.Claim

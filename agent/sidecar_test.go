@@ -181,34 +181,55 @@ func TestSidecarResumesHeldSeat(t *testing.T) {
 // is revoked at once, which frees that seat, and the sidecar claims afresh
 // instead of waiting 30 s for it to expire.
 func TestSidecarRevokesWhatAWaitingRunLeft(t *testing.T) {
-	testSidecarClaimsAfresh(t, StateWaiting, nil)
+	testSidecarClaimsAfresh(t, StateWaiting, 30*time.Second, nil, nil)
 }
 
 // TestSidecarClaimsAfreshWhenSeatGone: the seat of the previous run was
 // force-released while the sidecar was down: the resume is refused by the
 // token and the sidecar revokes the old lease and claims afresh.
 func TestSidecarClaimsAfreshWhenSeatGone(t *testing.T) {
-	testSidecarClaimsAfresh(t, StateHeld, func(ctx context.Context, co *coordinator.Coordinator, old *coordinator.Claim) error {
+	testSidecarClaimsAfresh(t, StateHeld, 30*time.Second, nil, func(ctx context.Context, co *coordinator.Coordinator, old *coordinator.Claim) error {
 		_, err := co.ForceRelease(ctx, "p", old.Seat(), old.Token(), "test")
 		return err
 	})
 }
 
-func testSidecarClaimsAfresh(t *testing.T, state string, meanwhile func(context.Context, *coordinator.Coordinator, *coordinator.Claim) error) {
+// TestSidecarClaimsAfreshWhenLeaseTooShortForAppStop: the previous run's
+// lease (TTL 2 s) cannot keep a sidecar.appStopWithin of 1.5 s, which the
+// new configuration (TTL 4 s) allows: resumed, its /readyz would fail
+// while keepalives are answered, and the kubelet would stop the app again
+// and again. The sidecar claims afresh instead. Found by a review: before
+// the fix it resumed, and /readyz failed in every probe.
+func TestSidecarClaimsAfreshWhenLeaseTooShortForAppStop(t *testing.T) {
+	testSidecarClaimsAfresh(t, StateHeld, 2*time.Second, func(cfg *config.Sidecar) {
+		cfg.TTL, cfg.AppStopWithin = config.Duration(4*time.Second), config.Duration(1500*time.Millisecond)
+	}, nil)
+}
+
+// testSidecarClaimsAfresh: what a previous run that crashed in state, under a
+// lease of oldTTL, left is revoked, and the sidecar, configured by edit,
+// claims afresh and holds the seat with /readyz passing.
+func testSidecarClaimsAfresh(t *testing.T, state string, oldTTL time.Duration, edit func(*config.Sidecar), meanwhile func(context.Context, *coordinator.Coordinator, *coordinator.Claim) error) {
 	_, cli, co := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	cfg := sidecarConfig(t)
-	old := crashedRun(t, cli, co, cfg, 30*time.Second, state)
+	old := crashedRun(t, cli, co, cfg, oldTTL, state)
+	if edit != nil {
+		edit(&cfg)
+	}
 	if meanwhile != nil {
 		if err := meanwhile(ctx, co, old); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sc := NewSidecar(co, cfg)
+	srv := httptest.NewServer(sc.Handler(nil))
+	defer srv.Close()
 	runSidecar(t, sc)
 	testkit.Eventually(t, 10*time.Second, "held", sc.Held)
+	testkit.Consistently(t, cfg.TTL.D(), "/readyz passing", func() bool { return get(t, srv.URL+ReadyzPath) == 200 })
 	if rec := sc.Record(); rec.Token == old.Token() || rec.Lease == leaseHex(old.Lease()) {
 		t.Errorf("record %+v: want a fresh claim, not token %d lease %x", rec, old.Token(), old.Lease())
 	}

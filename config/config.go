@@ -267,9 +267,17 @@ type Sidecar struct {
 	// to anyone else. Default 0: /readyz fails only when the seat is lost,
 	// at the session's local deadline, which leaves a partitioned app at
 	// most the session's margin (TTL/10, at least 500 ms) to stop. At most
-	// TTL/2, so that keepalives answered on time never fail it.
+	// MaxAppStopWithin of the TTL etcd grants.
 	AppStopWithin Duration `json:"appStopWithin"`
 }
+
+// MaxAppStopWithin is the longest Sidecar.AppStopWithin that a lease of
+// ttl (as etcd granted it: whole seconds) allows. A keepalive is sent
+// ttl/3 after the last one's answer, so just before its answer the lease's
+// earliest end is 2/3 of ttl less two keepalive round trips away; ttl/2
+// leaves ttl/6 for those round trips, so that keepalives answered that
+// promptly never fail /readyz.
+func MaxAppStopWithin(ttl time.Duration) time.Duration { return ttl / 2 }
 
 // Default returns the configuration with every default filled in.
 func Default() Config {

@@ -46,6 +46,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"loss grace above ttl", func(c *Config) { c.Sidecar.LossGrace = Duration(time.Minute) }, "sidecar.lossGrace"},
 		{"app stop above half the ttl", func(c *Config) { c.Sidecar.AppStopWithin = Duration(5001 * time.Millisecond) }, "sidecar.appStopWithin"},
 		{"negative app stop", func(c *Config) { c.Sidecar.AppStopWithin = -1 }, "sidecar.appStopWithin"},
+		{"app stop above half the granted ttl", func(c *Config) { // etcd grants 2s
+			c.Sidecar.TTL, c.Sidecar.AppStopWithin = Duration(2900*time.Millisecond), Duration(1450*time.Millisecond)
+		}, "sidecar.appStopWithin"},
 		{"bad listen", func(c *Config) { c.Sidecar.Listen = "8086" }, "sidecar.listen"},
 		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
 		{"bad prefix", func(c *Config) { c.Prefix = "etcdpool/" }, "prefix"},

@@ -112,8 +112,9 @@ func (c Config) validateSidecar() error {
 	if s.LossGrace < 0 || s.LossGrace.D() > s.TTL.D() {
 		return fieldErr("sidecar.lossGrace", "%v is outside 0..sidecar.ttl (%v): waiting longer than a lease only delays the restart that queues again", s.LossGrace, s.TTL)
 	}
-	if s.AppStopWithin < 0 || s.AppStopWithin.D() > s.TTL.D()/2 {
-		return fieldErr("sidecar.appStopWithin", "%v is outside 0..sidecar.ttl/2 (%v): a keepalive is sent every ttl/3, so a longer one would fail /readyz, and stop the app, before keepalives answered on time; raise sidecar.ttl or make the app stop sooner", s.AppStopWithin, s.TTL.D()/2)
+	// etcd grants a lease's TTL in whole seconds (2.9s is 2s).
+	if most := MaxAppStopWithin(s.TTL.D().Truncate(time.Second)); s.AppStopWithin < 0 || s.AppStopWithin.D() > most {
+		return fieldErr("sidecar.appStopWithin", "%v is outside 0..%v, half of sidecar.ttl in whole seconds: a keepalive is sent every ttl/3, so a longer one would fail /readyz, and stop the app, while keepalives are answered in time; raise sidecar.ttl or make the app stop sooner", s.AppStopWithin, most)
 	}
 	return nil
 }
