@@ -40,14 +40,9 @@ func (cl *Claim) releaseIn(b []byte) (releaseRecord, bool) {
 
 // sameCall reports whether r, a record of this claim's token, was written
 // by the release call that wrote ours: the same kind, reason, author and
-// call time, each compared as the record stores it (JSON replaces each
-// byte of a string that is not UTF-8, and a holder's name may hold any).
+// call time.
 func (r releaseRecord) sameCall(ours releaseRecord) bool {
-	var stored releaseRecord
-	if json.Unmarshal(ours.encode(), &stored) != nil {
-		return false
-	}
-	return r.Forced == stored.Forced && r.Reason == stored.Reason && r.By == stored.By && r.At.Equal(stored.At)
+	return r.Forced == ours.Forced && r.Reason == ours.Reason && r.By == ours.By && r.At.Equal(ours.At)
 }
 
 // releasedBy ends the claim whose seat went by the release r: Err says

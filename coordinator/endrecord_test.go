@@ -90,39 +90,6 @@ func TestLostForceReleaseAnswerRecognised(t *testing.T) {
 	}
 }
 
-// TestLostAnswerRecognisedWithInvalidUTF8: a holder name, or
-// a force-release's reason or author, that is not valid UTF-8 is stored
-// in the release record as JSON stores it, each bad byte replaced. A
-// retry whose first try committed, its answer lost, must still find its
-// own record. Before the fix both calls returned ErrNotHeld.
-func TestLostAnswerRecognisedWithInvalidUTF8(t *testing.T) {
-	for _, force := range []bool{false, true} {
-		var armed atomic.Bool
-		cli := newObservedClient(t, shared.Endpoint(), loseAnswer(&armed, func(r *pb.TxnRequest) bool { return deletesUnder(r, "/seats/") }, nil))
-		c := testkit.Coordinator(t, cli, coordinator.WithPrefix(uniquePrefix(t)))
-		ctx := testkit.Ctx(t, 60*time.Second)
-		testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
-		holder := mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithHolder("bot-\xff\xfe"))
-		armed.Store(true)
-		var err error
-		want := coordinator.ErrReleased
-		if force {
-			err, want = holder.ForceReleaseBy(ctx, "drain \xc3", "ops-\xff"), coordinator.ErrForceReleased
-		} else {
-			err = holder.Release(ctx)
-		}
-		if armed.Load() {
-			t.Fatal("no answer was lost")
-		}
-		if err != nil {
-			t.Errorf("forced %v: %v; want nil: its first try freed the seat", force, err)
-		}
-		if !errors.Is(holder.Err(), want) {
-			t.Errorf("forced %v: Err %v; want %v", force, holder.Err(), want)
-		}
-	}
-}
-
 // TestLostTryNotTakenForOtherCallsRelease: a retry recognises the record
 // of its own call only. Two Release calls of one claim race: the first
 // try of one is lost before etcd sees it (the client reports a deadline),

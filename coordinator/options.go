@@ -102,6 +102,12 @@ func (o claimOptions) validate() error {
 	if o.holder == "" || len(o.holder) > MaxHolderLen {
 		return fmt.Errorf("%w: holder must be 1..%d bytes", ErrInvalid, MaxHolderLen)
 	}
+	if err := validText("holder", o.holder); err != nil {
+		return err
+	}
+	if err := validLabels(o.labels); err != nil {
+		return fmt.Errorf("labels: %w", err)
+	}
 	if o.tenant != "" {
 		if err := ValidateName(o.tenant); err != nil {
 			return fmt.Errorf("tenant: %w", err)

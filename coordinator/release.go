@@ -199,6 +199,9 @@ func (cl *Claim) releasedByUs(ctx context.Context, kvs []*mvccpb.KeyValue, ours 
 // it learns of the loss through Done, and a holder that is paused or cut off
 // may keep working until its own writes fail their IsOwner fence.
 func (c *Coordinator) ForceRelease(ctx context.Context, pool string, seat int, token int64, reason string) (Seat, error) {
+	if err := validText("force-release reason", reason); err != nil {
+		return Seat{}, err
+	}
 	cur, err := c.Seat(ctx, pool, seat)
 	if err != nil {
 		return Seat{}, err

@@ -38,5 +38,11 @@ func (cl *Claim) ForceReleaseBy(ctx context.Context, reason, by string) error {
 	if by == "" || len(by) > MaxHolderLen {
 		return fmt.Errorf("%w: force-release by must be 1..%d bytes", ErrInvalid, MaxHolderLen)
 	}
+	if err := validText("force-release author", by); err != nil {
+		return err
+	}
+	if err := validText("force-release reason", reason); err != nil {
+		return err
+	}
 	return cl.release(ctx, releaseRecord{Forced: true, Reason: reason, By: by, At: time.Now().UTC()})
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -126,6 +127,35 @@ func ValidateName(n string) error {
 	return nil
 }
 
+// validText checks text that a record stores as written (a holder's name,
+// a label, a force-release's reason and author): valid UTF-8. JSON would
+// store each byte that is not as U+FFFD, and the record read back would
+// not be the one written: longer, or unequal to the value in memory.
+// Errors wrap ErrInvalid and say what.
+func validText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("%s %q is not valid UTF-8", what, shortName(s))}
+	}
+	return nil
+}
+
+// validLabels checks a label set, an instance's or a selector's: keys of
+// 1..MaxNameLen bytes, keys and values valid UTF-8.
+func validLabels(labels map[string]string) error {
+	for k, v := range labels {
+		if k == "" || len(k) > MaxNameLen {
+			return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("bad label key %q", shortName(k))}
+		}
+		if err := validText("label key", k); err != nil {
+			return err
+		}
+		if err := validText(fmt.Sprintf("label %q value", k), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // shortName cuts a name to 64 bytes for an error message, so that a huge
 // or hostile input is not echoed whole.
 func shortName(n string) string {
@@ -195,10 +225,8 @@ func (in Instance) validate() error {
 	if in.State != InstanceReady && in.State != InstanceDraining {
 		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q state %q is not ready|draining", in.ID, in.State)}
 	}
-	for k := range in.Labels {
-		if k == "" || len(k) > MaxNameLen {
-			return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q has a bad label key %q", in.ID, k)}
-		}
+	if err := validLabels(in.Labels); err != nil {
+		return fmt.Errorf("instance %q: %w", in.ID, err)
 	}
 	return nil
 }
