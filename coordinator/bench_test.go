@@ -242,6 +242,9 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 		}
 		t1 := time.Now()
 		t2 := <-granted
+		if next == nil {
+			b.FailNow() // the waiter's Claim failed (reported): no holder for the next round
+		}
 		if i%2 == 0 {
 			fromCall, fromCommit = append(fromCall, t2.Sub(t0)), append(fromCommit, max(t2.Sub(t1), 0))
 		}
