@@ -92,8 +92,8 @@ func (c *Coordinator) fenceAndRead(ctx context.Context, s *Session, pool string)
 func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mvccpb.KeyValue) *Claim {
 	st := newPoolState(c.k, pool)
 	st.load(1, kvs)
-	g := st.grantOf(queueName(req.lease, req.nonce))
-	if g == nil || g.err != nil || g.rec.Nonce != req.nonce {
+	g := st.grantOf(queueName(req.lease, req.nonce)) // by the name, which carries the nonce
+	if g == nil || g.err != nil {
 		return nil
 	}
 	return c.newClaim(s, pool, g.seat, g.kv.CreateRevision, g.rec, g.inst)

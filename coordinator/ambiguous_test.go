@@ -3,8 +3,13 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
@@ -95,5 +100,63 @@ func TestAmbiguousEnqueueIsCleanedUp(t *testing.T) {
 	}
 	if cl := <-first; cl == nil {
 		t.Fatal("the first waiter was not served")
+	}
+}
+
+// TestLateEnqueueAfterPoolRecreated: an enqueue txn is lost before etcd
+// sees it and lands seconds later, after the waiter gave up and its pool
+// was deleted and created again. The deletion took the waiter's fence key
+// with it, so the fence compare alone passed again: the new, empty pool
+// got a queue entry of a live session that nobody served, and every fresh
+// claim was refused ("claimants waiting") until that session ended. The
+// enqueue now compares the pool's creation too. Found by a review
+// (2026-12-05).
+func TestLateEnqueueAfterPoolRecreated(t *testing.T) {
+	var armed atomic.Bool
+	var mu sync.Mutex
+	var late func() (*pb.TxnResponse, error)
+	hold := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pb.TxnRequest); ok && putsUnder(r, "/queue/") && armed.CompareAndSwap(true, false) {
+			mu.Lock()
+			late = func() (*pb.TxnResponse, error) {
+				out := new(pb.TxnResponse)
+				return out, invoker(context.Background(), method, req, out, cc, opts...)
+			}
+			mu.Unlock()
+			return context.DeadlineExceeded // not sent: it lands later
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, raw := newObservedClient(t, shared.Endpoint(), hold), newClient(t)
+	prefix := uniquePrefix(t)
+	c := testkit.Coordinator(t, cli, coordinator.WithPrefix(prefix))
+	obs := testkit.Coordinator(t, raw, coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := mustClaim(t, ctx, obs, testkit.Session(t, raw, 30*time.Second), "p")
+	armed.Store(true)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := c.Claim(wctx, testkit.Session(t, cli, 60*time.Second), "p", coordinator.WithWait())
+	cancel()
+	if err == nil || armed.Load() {
+		t.Fatalf("the waiting claim: %v (enqueue held: %v); want it to give up with its first enqueue lost", err, !armed.Load())
+	}
+	waitQueued(t, obs, "p", 0)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.DeletePool(ctx, "p", false); err != nil {
+		t.Fatal(err)
+	}
+	testkit.CreatePool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
+	mu.Lock()
+	resp, err := late()
+	mu.Unlock()
+	if err == nil && resp.Succeeded {
+		t.Errorf("the enqueue lost before the pool's deletion applied in the new pool")
+	}
+	fresh := testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(prefix))
+	if _, err := fresh.Claim(ctx, testkit.Session(t, raw, 30*time.Second), "p"); err != nil {
+		t.Errorf("a fresh claim on the new, empty pool: %v", err)
 	}
 }

@@ -212,12 +212,14 @@ func (s *poolState) grantOf(name string) *grant {
 	return g
 }
 
-// fromGrant turns the seat granted to this waiter into its Claim. A seat
-// whose value does not decode (not written by etcdpool) is released,
-// fenced by its token.
-func (c *Coordinator) fromGrant(s *Session, pool string, g *grant) (*Claim, error) {
+// fromGrant turns the seat granted to the waiter of req into its Claim. A
+// seat whose value does not decode (not written by etcdpool) is released,
+// fenced by its token, in the background: its keys may outlive the call,
+// so the name is not reused (names.go).
+func (c *Coordinator) fromGrant(s *Session, pool string, req claimRequest, g *grant) (*Claim, error) {
 	cl := c.newClaim(s, pool, g.seat, g.kv.CreateRevision, g.rec, g.inst)
 	if g.err != nil {
+		req.spoil()
 		return nil, c.giveUp(cl, fmt.Errorf("coordinator: seat %q granted to this waiter: %w", g.kv.Key, g.err), "", ReasonUnknown)
 	}
 	return c.keepIfLive(cl)

@@ -78,7 +78,7 @@ var errNotHead = errors.New("coordinator: not first in queue")
 //   - the spec's mod revision (capacity, tenant limits, mode);
 //   - the queue: empty for a fresh claim, nobody ahead for a waiter, and the
 //     waiter's own key still there (etcd#19597);
-//   - the claimant's fence key (see fence in claim.go);
+//   - the claimant's fence key (see ambiguous.go);
 //   - for each limited set (pool seats, tenant slots, instance slots), that
 //     the chosen slot is free and that no more than limit-1 others are held
 //     (see takeSlot).

@@ -205,16 +205,27 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 	o := req.opts
 	val := waiterRecord{Holder: o.holder, Tenant: o.tenant, Instance: o.instance, Labels: o.labels, Since: since}.encode()
 	sh := c.shared(pool)
-	fence := c.k.fence(pool, req.lease)
-	// No backoff: the only compare is this claimant's own fence, which
-	// changes only when it resolves an ambiguous attempt, and a failure
-	// reloads the fence from the Else read; so the loop runs at most once
-	// more per resolution, never in step with other claimants.
+	fence, spec := c.k.fence(pool, req.lease), c.k.spec(pool)
+	// No backoff: the compares are this claimant's own fence, which changes
+	// only when it resolves an ambiguous attempt, and the pool's creation,
+	// and a failure reloads both from the Else read; so the loop runs at
+	// most once more per resolution, never in step with other claimants.
+	//
+	// The fence alone does not stop a put that lands late in a pool deleted
+	// and created again: the deletion took the fence key with it, so its
+	// mod revision reads 0 again. Compared, the spec's create revision (the
+	// pool's incarnation) does.
 	for {
 		sh.mu.Lock()
-		frev := sh.st.fences[req.lease]
+		frev, born := sh.st.fences[req.lease], int64(0)
+		if sh.st.specKV != nil {
+			born = sh.st.specKV.CreateRevision
+		}
 		sh.mu.Unlock()
-		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(fence), "=", frev)).
+		if born == 0 {
+			return 0, nil, fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
+		}
+		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(fence), "=", frev), clientv3.Compare(clientv3.CreateRevision(spec), "=", born)).
 			Then(append([]clientv3.Op{clientv3.OpPut(qkey, string(val), clientv3.WithLease(req.lease))}, extra...)...).
 			Else(clientv3.OpGet(c.k.pool(pool), clientv3.WithPrefix())).Commit()
 		if err == nil && resp.Succeeded {
@@ -279,7 +290,7 @@ func (c *Coordinator) waitTurn(ctx context.Context, s *Session, pool string, req
 		}
 		switch {
 		case pl.grant != nil:
-			return c.fromGrant(s, pool, pl.grant)
+			return c.fromGrant(s, pool, req, pl.grant)
 		case pl.own == nil:
 			return nil, c.queueGone(ctx, s, pool)
 		case pl.ahead != nil:
@@ -351,7 +362,7 @@ func (h *headTurn) look(live *poolState) func(context.Context) (bool, error) {
 	if g := live.grantOf(queueName(h.req.lease, h.req.nonce)); g != nil { // granted by a head before us
 		return func(context.Context) (bool, error) {
 			var err error
-			h.cl, err = h.c.fromGrant(h.s, h.pool, g)
+			h.cl, err = h.c.fromGrant(h.s, h.pool, h.req, g)
 			return true, err
 		}
 	}
@@ -383,7 +394,7 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 		}
 		absorb(st, p, resp)
 		if g := st.grantOf(queueName(req.lease, req.nonce)); g != nil {
-			return c.fromGrant(s, pool, g) // granted by a head before us
+			return c.fromGrant(s, pool, req, g) // granted by a head before us
 		}
 		if p, err = st.planBatch(req, c.chainLimit()); err != nil {
 			return nil, c.headRefused(ctx, s, pool, err, req.opts, w)
