@@ -95,8 +95,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.addLease(sess.Lease())
 		a.setSession(sess, false)
 		if err := a.hold(ctx, sess); err != nil {
-			a.o.closeSession(sess)
-			a.setSession(nil, false)
+			// Refused for good (a pool's permission, say): stop as on
+			// shutdown, draining first, so that the holders of the other
+			// instances get the drain timeout rather than lose their
+			// seats with the lease at once.
+			a.o.log.Error("etcd refused the agent for good; draining and stopping", "err", err)
+			a.drain(sess)
 			return err
 		}
 		if ctx.Err() != nil {

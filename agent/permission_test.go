@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/config"
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/testkit"
+)
+
+// TestPermissionDeniedDrains: the agent holds p/i1, with a holder, and
+// q/i2. Its write permission on pool q is taken away while it runs, and
+// q/i2 is deleted: registering it again is refused for good, and Run
+// stops with that error. It must stop as on shutdown: drain first, so that
+// the holder on p/i1, an instance nothing is wrong with, keeps its seat
+// for the drain timeout. Found by a review (2026-12-05): Run revoked its
+// lease at once, and the holder lost its seat within milliseconds.
+func TestPermissionDeniedDrains(t *testing.T) {
+	c, cli, _ := setup(t)
+	root := etcdtest.EnableAuth(t, cli)
+	rco := testkit.Coordinator(t, root)
+	testkit.CreatePool(t, rco, "p", coordinator.PoolSpec{Capacity: 2})
+	testkit.CreatePool(t, rco, "q", coordinator.PoolSpec{Capacity: 2})
+	pre := coordinator.DefaultPrefix
+	etcdtest.AddPrefixRole(t, root, "r-all", pre, clientv3.PermissionType(clientv3.PermRead))
+	etcdtest.AddPrefixRole(t, root, "r-p", pre+"/pools/p/", clientv3.PermissionType(clientv3.PermReadWrite))
+	etcdtest.AddPrefixRole(t, root, "r-q", pre+"/pools/q/", clientv3.PermissionType(clientv3.PermReadWrite))
+	etcdtest.AddUser(t, root, "agent", "pw", "r-all", "r-p", "r-q")
+	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"}, config.Instance{Pool: "q", ID: "i2"})
+	cfg.Pools = append(cfg.Pools, config.Pool{Name: "q", Capacity: 2})
+	cfg.DrainTimeout, cfg.TTL = config.Duration(5*time.Second), config.Duration(10*time.Second)
+	a := New(aco, cfg, WithPollInterval(50*time.Millisecond))
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { done <- a.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	cl := testkit.Claim(t, rco, testkit.Session(t, root, 10*time.Second), "p", coordinator.WithInstance("i1"))
+	rctx, rcancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer rcancel()
+	if _, err := root.UserRevokeRole(rctx, "agent", "r-q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rco.DeregisterInstance(rctx, "q", "i2"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "p/i1 draining", func() bool {
+		ins, err := rco.Instances(rctx, "p")
+		return err == nil && len(ins) == 1 && ins[0].State == coordinator.InstanceDraining
+	})
+	select {
+	case <-cl.Done():
+		t.Errorf("the holder on p/i1 lost its seat before the drain timeout: %v", cl.Err())
+	case <-time.After(time.Second):
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("Run: %v; want the refusal", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the drain timeout")
+	}
+}
