@@ -130,7 +130,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // etcdUnavailable reports whether err is etcd not answering (no leader,
-// no connection), as opposed to refusing the request.
+// no connection) or turning requests away for a while (too many requests),
+// as opposed to refusing the request: a retry may pass.
 func etcdUnavailable(err error) bool {
 	code := codes.OK
 	var ee rpctypes.EtcdError
@@ -139,5 +140,5 @@ func etcdUnavailable(err error) bool {
 	} else if st, ok := status.FromError(err); ok {
 		code = st.Code()
 	}
-	return code == codes.Unavailable || code == codes.DeadlineExceeded
+	return code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.ResourceExhausted
 }

@@ -53,3 +53,13 @@ func TestStatusOf(t *testing.T) {
 		t.Errorf("no_seat reason = %q", b.Reason)
 	}
 }
+
+// TestStatusOfTransient: etcd turning requests away for a while (too many
+// requests) is 503, retry, not 500. Found by a review (2026-12-05).
+func TestStatusOfTransient(t *testing.T) {
+	for _, err := range []error{rpctypes.ErrTooManyRequests, status.Error(codes.ResourceExhausted, "etcdserver: too many requests")} {
+		if st, b := statusOf(fmt.Errorf("coordinator: claim: %w", err)); st != 503 {
+			t.Errorf("statusOf(%v) = %d %s, want 503 unavailable", err, st, b.Code)
+		}
+	}
+}

@@ -62,7 +62,7 @@ type LossView struct {
 	Token int64  `json:"token"`
 	// Reason is released, expired, force_released, instance_gone,
 	// pool_deleted or unknown (coordinator.Reason*); for a "closed" event,
-	// server_closed.
+	// server_closed or server_cut_off.
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
@@ -71,6 +71,14 @@ type LossView struct {
 // down and no longer watches the seat, which may still be held. Reconnect
 // to another replica.
 const ReasonServerClosed = "server_closed"
+
+// ReasonServerCutOff is the reason of a "closed" event: the replica has
+// not reached etcd for so long that its copy of the session passed its
+// local deadline. It can no longer tell whether the seat is held; the
+// lease, which the client keeps alive through any replica, may well live
+// on, and the seat with it. Reconnect to another replica: it says "held"
+// or the loss.
+const ReasonServerCutOff = "server_cut_off"
 
 // lossReason names why a claim ended.
 func lossReason(err error) string {
@@ -120,8 +128,11 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 		case <-cl.Done():
 			v := LossView{Pool: ref.pool, Seat: ref.seat, Token: ref.token, Reason: lossReason(cl.Err()), Message: cl.Err().Error()}
 			event := "lost"
-			if errors.Is(cl.Err(), coordinator.ErrClosed) || errors.Is(sess.Err(), coordinator.ErrClosed) {
+			switch {
+			case errors.Is(cl.Err(), coordinator.ErrClosed) || errors.Is(sess.Err(), coordinator.ErrClosed):
 				event, v.Reason, v.Message = "closed", ReasonServerClosed, "the server stopped watching the seat; it may still be held: reconnect"
+			case errors.Is(cl.Err(), coordinator.ErrLocalDeadline):
+				event, v.Reason, v.Message = "closed", ReasonServerCutOff, "this server cannot reach etcd, and no longer knows whether the seat is held; it may still be: reconnect to another server"
 			}
 			_ = e.send(event, v)
 			return nil
