@@ -48,9 +48,12 @@ func (c *Coordinator) resolve(ctx context.Context, s *Session, pool string, req 
 		req.spoil() // the lost attempt may still hold keys of its name
 	}
 	switch {
-	case errors.Is(err, ErrSessionExpired):
-		return nil, nil, err
+	case errors.Is(err, ErrSessionExpired) && !s.Borrowed():
+		return nil, nil, err // the lease is ending: what the attempt left goes with it
 	case err != nil:
+		// For a borrowed session, a passed local deadline says nothing of
+		// the lease, which its owner may keep alive through another
+		// process: reap until etcd says the lease is gone.
 		c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
 		return nil, nil, fmt.Errorf("coordinator: claim on pool %q: %w (outcome unknown: %v)", pool, err, cause)
 	}
@@ -101,7 +104,10 @@ func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mv
 
 // reap runs after an ambiguous attempt whose caller has gone: it retries
 // fence-and-read until it succeeds, then releases any seat or queue entry
-// the attempt left. It stops when the session or the Coordinator ends.
+// the attempt left. It stops when the session or the Coordinator ends; for
+// a borrowed session (borrow.go), when etcd says the lease is gone rather
+// than at the session's local deadline: its owner may keep the lease, and
+// whatever the attempt left, alive through another process.
 //
 // A refusal (permission denied) does not end it, unlike a claimant's own
 // calls, which return it: nobody waits on reap to be told, and a seat the
@@ -140,7 +146,7 @@ func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req cla
 			c.log.Warn("etcd refuses the cleanup after an ambiguous claim; a seat or queue key the claim may hold stays until etcd allows the cleanup (retried) or the session ends",
 				"pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", err)
 		}
-		if !c.pause(ctx, s.Done(), b, pool, RetryReap, err) {
+		if !c.pause(ctx, s.leaseDone(), b, pool, RetryReap, err) {
 			return
 		}
 	}

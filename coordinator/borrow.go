@@ -29,6 +29,13 @@ import (
 // What it does NOT guarantee: that the lease's owner acts on a loss. The
 // borrower learns of a loss no earlier than the owner would; the owner must
 // keep its own deadline (the last keepalive it SENT plus the TTL).
+//
+// A borrowed session that ends at its local deadline says nothing of the
+// lease, which its owner may keep alive through another process (a replica
+// of the HTTP API cut off from etcd, while the client renews through
+// another). So what a claim of it may have left, a queue key or a seat of
+// a lost attempt, is still removed once etcd answers again, until etcd
+// says the lease is gone (dequeue, reap), not left to go with the lease.
 
 // BorrowSession returns a Session on a live lease that someone else keeps
 // alive. It never sends a keepalive, and Close does not revoke the lease.
@@ -68,6 +75,17 @@ func BorrowSession(ctx context.Context, cli *clientv3.Client, lease clientv3.Lea
 
 // Borrowed reports whether the session was made by BorrowSession.
 func (s *Session) Borrowed() bool { return s.borrowed }
+
+// leaseDone is what ends the cleanup of what a claim of s may have left
+// (reap): s's end; never, for a borrowed session, whose lease its owner
+// may keep alive past s's local deadline: the cleanup then ends when etcd
+// says the lease is gone.
+func (s *Session) leaseDone() <-chan struct{} {
+	if s.borrowed {
+		return nil
+	}
+	return s.Done()
+}
 
 // followLease is the loop of a borrowed session, in place of keepAlive: it
 // asks how long the lease has left and moves the deadline; it never renews

@@ -250,14 +250,20 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 // dequeue removes a waiter that gave up. If etcd cannot be reached now, the
 // removal continues in the background until the session ends.
 func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
-	if !s.live() {
+	if !s.live() && !s.Borrowed() {
 		return // the key goes with the lease; nothing can grant it now
 	}
 	// Not c.cleanupCtx: a Close that ended the wait must not also stop the
 	// removal of its queue key.
 	cctx, cancelCleanup := context.WithTimeout(context.Background(), c.opts.timeout)
 	defer cancelCleanup()
-	ctx, cancel := s.bind(cctx) // a claimant never outlives its session
+	// A claimant never outlives its session; but a borrowed session's
+	// lease may outlive the session here (see reap), and its queue key
+	// with it.
+	ctx, cancel := cctx, context.CancelFunc(func() {})
+	if !s.Borrowed() {
+		ctx, cancel = s.bind(cctx)
+	}
 	defer cancel()
 	if err := c.dropWaiter(ctx, s, pool, req); err != nil {
 		req.spoil() // its queue key may be left

@@ -89,3 +89,96 @@ func TestStreamOnCutOffReplicaSaysClosed(t *testing.T) {
 		t.Errorf("stream on A said %q %s; want closed (%s): the seat is still held", ev, data, httpapi.ReasonServerCutOff)
 	}
 }
+
+// TestAmbiguousClaimOnCutOffReplicaReaped: a claim through replica A
+// commits in etcd, but A never gets the answer and answers 503 (retry).
+// A's copy of the session passes its local deadline while the client keeps
+// the lease alive through B. The seat the lost attempt took must be found
+// and released once A reaches etcd again: the client, told to retry, holds
+// only the seat it retried for. Found by a review (2026-12-05): A's cleanup
+// ended with its copy of the session, and the seat stayed bound to the
+// client's live session, unknown to it.
+func TestAmbiguousClaimOnCutOffReplicaReaped(t *testing.T) {
+	a, b, p := replicaPair(t, httpapi.WithRequestTimeout(2*time.Second))
+	b.createPool("p", coordinator.PoolSpec{Capacity: 5})
+	s := b.session("", 5)
+	keepAliveVia(t, b, s)
+	w := a.claim("", "p", map[string]any{"session": s}).want(t, "warm claim via A (A borrows the lease)", 201, "")
+	a.do("DELETE", releasePath("p", w.num("seat"), w.num("token"), s), "", nil).want(t, "warm release", 204, "")
+	p.DropResponses()
+	if r := a.claim("", "p", map[string]any{"session": s}); r.status == 201 {
+		t.Fatalf("claim via A with its answers dropped: %d %s", r.status, r.raw)
+	}
+	time.Sleep(6 * time.Second) // A's copy of the session passes its local deadline
+	p.Restore()
+	known := b.claim("", "p", map[string]any{"session": s}).want(t, "retry via B", 201, "")
+	lease := strings.SplitN(s, ".", 2)[0]
+	mine := func() []string {
+		var out []string
+		for _, x := range b.do("GET", "/v1/pools/p/seats", "", nil).list {
+			if m := x.(map[string]any); m["lease"] == lease {
+				out = append(out, fmt.Sprintf("seat %v token %v", m["seat"], m["token"]))
+			}
+		}
+		return out
+	}
+	testkit.Eventually(t, 20*time.Second, "only the retried seat bound to the session", func() bool { return len(mine()) == 1 })
+	if got := mine(); len(got) != 1 || !strings.Contains(got[0], fmt.Sprintf("token %d", known.num("token"))) {
+		t.Errorf("seats of the session: %v; want only token %d", got, known.num("token"))
+	}
+}
+
+// TestWaiterOnCutOffReplicaLeavesNoGhost: a claim waits through replica A;
+// A loses etcd past its copy of the session's local deadline while the
+// client keeps the lease alive through B. The queue entry A's wait left
+// must go once A reaches etcd again; else it stands in line, takes the
+// next seat freed, which nobody hears of, and blocks the pool until the
+// session ends. Found by a review (2026-12-05): A skipped the entry's
+// removal ("it goes with the lease"), and another client's claim was
+// refused (pool full) after the waiter had been answered.
+func TestWaiterOnCutOffReplicaLeavesNoGhost(t *testing.T) {
+	a, b, p := replicaPair(t)
+	b.createPool("p", coordinator.PoolSpec{Capacity: 1})
+	sx := b.session("", 30)
+	x := b.claim("", "p", map[string]any{"session": sx}).want(t, "X claims", 201, "")
+	s := b.session("", 5)
+	keepAliveVia(t, b, s)
+	a.do("POST", "/v1/sessions/"+s+"/keepalive", "", nil).want(t, "A knows the session", 200, "")
+	got := make(chan int, 1)
+	go func() {
+		status := -1
+		r, err := a.hc.Post(a.url+"/v1/pools/p/claims", "application/json", strings.NewReader(fmt.Sprintf(`{"session":%q,"wait":20}`, s)))
+		if err == nil {
+			status = r.StatusCode
+			r.Body.Close()
+		}
+		got <- status
+	}()
+	testkit.Eventually(t, 5*time.Second, "waiter queued", func() bool {
+		return len(b.do("GET", "/v1/pools/p/queue", "", nil).list) == 1
+	})
+	p.Blackhole()
+	time.Sleep(6 * time.Second) // A's copy of the session passes its local deadline
+	p.Restore()
+	b.do("DELETE", releasePath("p", x.num("seat"), x.num("token"), sx), "", nil).want(t, "X releases", 204, "")
+	var status int
+	select {
+	case status = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting claim was not answered")
+	}
+	if status == 201 {
+		return // granted: the seat it holds is the one it was told of
+	}
+	lease := strings.SplitN(s, ".", 2)[0]
+	testkit.Eventually(t, 20*time.Second, "nothing of the session left in the pool", func() bool {
+		for _, path := range []string{"/v1/pools/p/queue", "/v1/pools/p/seats"} {
+			for _, x := range b.do("GET", path, "", nil).list {
+				if x.(map[string]any)["lease"] == lease {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
