@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,12 @@ type LossView struct {
 // to another replica.
 const ReasonServerClosed = "server_closed"
 
+// ErrServerStopping is the cause with which a server that embeds the API
+// cancels its requests' contexts as it stops: a loss stream then ends with
+// a "closed" event (server_closed) rather than just ending, as it does
+// when its client goes away.
+var ErrServerStopping = errors.New("httpapi: server stopping")
+
 // ReasonServerCutOff is the reason of a "closed" event: the replica has
 // not reached etcd for so long that its copy of the session passed its
 // local deadline. It can no longer tell whether the seat is held; the
@@ -120,6 +127,10 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 	for {
 		select {
 		case <-r.Context().Done():
+			if errors.Is(context.Cause(r.Context()), ErrServerStopping) {
+				_ = e.send("closed", LossView{Pool: ref.pool, Seat: ref.seat, Token: ref.token, Reason: ReasonServerClosed,
+					Message: "the server stopped watching the seat; it may still be held: reconnect"})
+			}
 			return nil
 		case <-tick.C:
 			if e.ping() != nil {

@@ -75,10 +75,12 @@ func apiListener(a config.API) (net.Listener, error) {
 }
 
 // serveAPI serves h on ln until stop is called. Stopping cancels every
-// request's context first, so that waiting claims and event streams end
-// at once, then closes the server.
+// request's context first (cause httpapi.ErrServerStopping, so that a loss
+// stream says "closed"), so that waiting claims and event streams end at
+// once, then closes the server.
 func serveAPI(ln net.Listener, h http.Handler) (stop func() error) {
-	base, cancel := context.WithCancel(context.Background())
+	base, cancelCause := context.WithCancelCause(context.Background())
+	cancel := func() { cancelCause(httpapi.ErrServerStopping) }
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
