@@ -66,7 +66,7 @@ func BorrowSession(ctx context.Context, cli *clientv3.Client, lease clientv3.Lea
 	}
 	left := time.Duration(resp.TTL) * time.Second
 	if left <= o.margin {
-		return nil, fmt.Errorf("%w: lease %x has %v left, no more than the margin %v", ErrSessionExpired, lease, left, o.margin)
+		return nil, fmt.Errorf("%w: lease %x: %w: %v left (whole seconds), no more than the margin %v", ErrSessionExpired, lease, ErrLeaseEnding, left, o.margin)
 	}
 	// startSession counts the deadline as sent + TTL - margin; the lease
 	// has left, not TTL, from sent.

@@ -49,6 +49,11 @@ var (
 	// at least the session's margin after that (Session). A session whose
 	// lease the server says is gone has no such time left.
 	ErrLocalDeadline = errors.New("local deadline passed")
+	// ErrLeaseEnding is wrapped, with ErrSessionExpired, by BorrowSession
+	// on a lease that is alive but has no more than the margin left: too
+	// little to hold a seat on. Unlike a lease that is gone, its owner may
+	// still renew it.
+	ErrLeaseEnding = errors.New("lease alive, but ending within the margin")
 	// ErrForceReleased reports that an operator force-released the seat.
 	ErrForceReleased = errors.New("coordinator: seat force-released")
 	// ErrInstanceGone reports that the instance a seat was bound to was

@@ -12,21 +12,22 @@ import (
 //
 // A borrowed session ends when the replica cannot confirm the lease in
 // time (its TimeToLive requests are late under load), not only when the
-// lease is gone. The client, not the replica, holds the session: so when f
-// fails with ErrSessionExpired, withSession asks etcd; if the lease is
-// alive it borrows it again and runs f once more. If the lease is alive
-// but f fails that way again, the answer is 503 unavailable, not 410: the
-// session is not gone.
+// lease is gone; and a lease with no more than the replica's margin left
+// cannot be borrowed, although its owner may still renew it. The client,
+// not the replica, holds the session: so when the borrow or f fails with
+// ErrSessionExpired, withSession asks etcd; if the lease is alive it
+// borrows it again and runs f once more. If the lease is alive but that
+// fails so again, the answer is 503 unavailable, not 410: the session is
+// not gone.
 func (s *Server) withSession(ctx context.Context, h handle, principal string, f func(*coordinator.Session) error) error {
 	for try := 0; ; try++ {
 		sess, done, err := s.ss.borrow(ctx, h, principal)
-		if err != nil {
-			return err
+		if err == nil {
+			err = f(sess)
+			done()
 		}
-		err = f(sess)
-		done()
 		if !errors.Is(err, coordinator.ErrSessionExpired) {
-			return err
+			return err // a borrow refused otherwise too: the session deleted, etcd unreachable
 		}
 		alive, aerr := s.ss.alive(ctx, h.lease)
 		switch {

@@ -182,3 +182,20 @@ func TestWaiterOnCutOffReplicaLeavesNoGhost(t *testing.T) {
 		return true
 	})
 }
+
+// TestClaimOnEndingLeaseIsNotGone: a claim on a session whose lease has
+// less than a second left (etcd says 0), which the client then renews, is
+// 503 (renew, retry), not 410 session_gone. Found by a review
+// (2026-12-05): both the borrow (no more than the margin left) and the
+// check of whether the lease lives (TTL > 0) took it for gone.
+func TestClaimOnEndingLeaseIsNotGone(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createPool("p", coordinator.PoolSpec{Capacity: 1})
+	s := e.session("", 5)
+	time.Sleep(4200 * time.Millisecond) // under 1 s left, not yet past
+	r := e.claim("", "p", map[string]any{"session": s})
+	e.do("POST", "/v1/sessions/"+s+"/keepalive", "", nil).want(t, "keepalive after the claim", 200, "")
+	if r.status == 410 {
+		t.Errorf("claim on a live session: %d %s; want 503 (or the seat)", r.status, r.raw)
+	}
+}

@@ -208,8 +208,8 @@ func (ss *sessions) borrow(ctx context.Context, h handle, principal string) (s *
 func (ss *sessions) borrowNew(ctx context.Context, lease clientv3.LeaseID) (*coordinator.Session, error) {
 	s, err := coordinator.BorrowSession(ctx, ss.cli, lease)
 	if err != nil {
-		if errors.Is(err, coordinator.ErrSessionExpired) {
-			ss.drop(lease)
+		if errors.Is(err, coordinator.ErrSessionExpired) && !errors.Is(err, coordinator.ErrLeaseEnding) {
+			ss.drop(lease) // gone; one that is ending may still be renewed
 		}
 		return nil, err
 	}
@@ -324,7 +324,9 @@ func (ss *sessions) revoke(ctx context.Context, h handle) error {
 	return nil
 }
 
-// alive asks etcd whether the lease is alive; it does not renew it.
+// alive asks etcd whether the lease is alive; it does not renew it. etcd
+// says the time left in whole seconds, rounded down: 0 is a lease with
+// less than a second left, which its owner may still renew; -1 is gone.
 func (ss *sessions) alive(ctx context.Context, lease clientv3.LeaseID) (bool, error) {
 	resp, err := ss.cli.TimeToLive(ctx, lease)
 	switch {
@@ -333,7 +335,7 @@ func (ss *sessions) alive(ctx context.Context, lease clientv3.LeaseID) (bool, er
 	case err != nil:
 		return false, err
 	}
-	return resp.TTL > 0, nil
+	return resp.TTL >= 0, nil
 }
 
 // hold keeps the borrowed session s of lease in use (not swept) until the
