@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/etcdpool/etcdpool/config"
@@ -16,29 +17,53 @@ import (
 // then deregisters them and revokes the lease. Each write is fenced by the
 // session's lease: an instance another agent has taken over is left alone,
 // its holders keep their seats, and the drain does not wait for them.
+//
+// Bounded whatever etcd does: the instances are marked, and deregistered,
+// at once, each write within one request timeout, so that a drain with
+// etcd unreachable takes the drain timeout and a few request timeouts,
+// not two per instance (TestDrainBoundedWithEtcdUnreachable).
 func (a *Agent) drain(sess *coordinator.Session) {
 	a.mu.Lock()
 	a.draining = true
 	a.mu.Unlock()
 	log := a.o.log.With("lease", leaseHex(sess.Lease()))
 	log.Info("draining", "instances", len(a.cfg.Instances), "timeout", a.cfg.DrainTimeout.D())
-	for _, in := range a.cfg.Instances {
-		a.markDraining(log, sess, in)
-	}
+	a.eachInstance(func(in config.Instance) { a.markDraining(log, sess, in) })
 	if held := a.awaitIdle(sess); held > 0 {
 		log.Warn("drain timeout passed with seats held; their holders will see their instance gone", "held", held)
 	}
-	for _, in := range a.cfg.Instances {
+	a.eachInstance(func(in config.Instance) {
+		if sess.Err() != nil {
+			return // the lease is gone, or going, and its instances with it
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
 		err := a.co.DeregisterInstanceIfOwner(rctx, in.Pool, in.ID, sess.Lease())
 		cancel()
 		if err != nil && !a.leftAlone(log, in, err) && sess.Err() == nil {
 			log.Warn("cannot deregister instance; the lease revoke removes it", "pool", in.Pool, "instance", in.ID, "err", err)
 		}
-	}
+	})
 	a.o.closeSession(sess)
 	a.setSession(nil, false)
 	log.Info("drained")
+}
+
+// drainParallel is how many of a drain's writes are in flight at once.
+const drainParallel = 16
+
+// eachInstance runs f for every configured instance, drainParallel at a
+// time, and returns when all have returned.
+func (a *Agent) eachInstance(f func(config.Instance)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, drainParallel)
+	for _, in := range a.cfg.Instances {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(in)
+		})
+	}
+	wg.Wait()
 }
 
 // markDraining marks in draining if sess's lease holds it. A concurrent
@@ -81,7 +106,7 @@ func (a *Agent) leftAlone(log *slog.Logger, in config.Instance, err error) bool 
 func (a *Agent) awaitIdle(sess *coordinator.Session) int {
 	deadline := time.Now().Add(a.cfg.DrainTimeout.D())
 	for {
-		held := a.heldSeats(sess)
+		held := a.heldSeats(sess, deadline)
 		if held == 0 || sess.Err() != nil {
 			return 0
 		}
@@ -96,11 +121,16 @@ func (a *Agent) awaitIdle(sess *coordinator.Session) int {
 }
 
 // heldSeats counts the seats bound to the agent's instances that sess's
-// lease still holds; -1 when a pool cannot be read.
-func (a *Agent) heldSeats(sess *coordinator.Session) int {
+// lease still holds; -1 when a pool cannot be read. Its reads end at
+// deadline, or a request timeout after the first, if sooner.
+func (a *Agent) heldSeats(sess *coordinator.Session, deadline time.Time) int {
 	n := 0
+	stop := time.Now().Add(a.o.requestTimeout)
+	if deadline.Before(stop) {
+		stop = deadline
+	}
 	for pool, ids := range a.instancesByPool() {
-		ctx, cancel := context.WithTimeout(context.Background(), a.o.requestTimeout)
+		ctx, cancel := context.WithDeadline(context.Background(), stop)
 		ins, err := a.co.Instances(ctx, pool)
 		var seats []coordinator.Seat
 		if err == nil {

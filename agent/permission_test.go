@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,37 @@ func TestPermissionDeniedDrains(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after the drain timeout")
+	}
+}
+
+// TestDrainBoundedWithEtcdUnreachable: an agent whose etcd stops
+// answering as it stops drains within the drain timeout and a few request
+// timeouts, however many instances it has: it marks, and then
+// deregisters, its instances at once, not one after another. Found by a
+// review (2026-12-05): 4 instances took 20 s with a drain timeout of 1 s,
+// about two request timeouts each.
+func TestDrainBoundedWithEtcdUnreachable(t *testing.T) {
+	c, _, _ := setup(t)
+	px := etcdtest.NewProxy(t, c.Endpoint(0))
+	aco := testkit.Coordinator(t, testkit.Client(t, px.URL()))
+	var ins []config.Instance
+	for i := range 8 {
+		ins = append(ins, config.Instance{Pool: "p", ID: fmt.Sprintf("i%d", i)})
+	}
+	cfg := agentConfig(ins...)
+	cfg.TTL, cfg.DrainTimeout = config.Duration(30*time.Second), config.Duration(time.Second)
+	a := New(aco, cfg, WithPollInterval(50*time.Millisecond))
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- a.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	px.Blackhole()
+	start := time.Now()
+	cancel()
+	<-done
+	// mark, the drain timeout, deregister, revoke: a request timeout (2 s)
+	// each but the drain timeout, and a poll that began before it ended.
+	if took, bound := time.Since(start), cfg.DrainTimeout.D()+4*2*time.Second; took > bound {
+		t.Errorf("drain of %d instances with etcd unreachable took %v; want at most %v", len(ins), took, bound)
 	}
 }
