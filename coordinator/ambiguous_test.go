@@ -160,3 +160,70 @@ func TestLateEnqueueAfterPoolRecreated(t *testing.T) {
 		t.Errorf("a fresh claim on the new, empty pool: %v", err)
 	}
 }
+
+// TestWaitOnViewNotLoadedIsNoDeletion: a wait that starts on a view of the
+// pool not loaded yet (forgotten meanwhile) must read the pool, not take
+// the missing spec for the pool's deletion. Found by a review of
+// 264d1d2 (2026-12-05): such a wait failed at once with ErrPoolDeleted.
+func TestWaitOnViewNotLoadedIsNoDeletion(t *testing.T) {
+	c, cli := newCoord(t)
+	other := testkit.Coordinator(t, newClient(t), coordinator.WithPrefix(c.Prefix()))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	holder := mustClaim(t, ctx, other, testkit.Session(t, cli, 30*time.Second), "p")
+	got := make(chan error, 1)
+	go func() {
+		cl, err := coordinator.WaitAfterForget(ctx, c, testkit.Session(t, cli, 30*time.Second), "p")
+		if err == nil {
+			err = cl.Release(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(t, other, "p", 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the wait: %v; want the seat", err)
+	}
+}
+
+// TestBorrowedWaiterReturnsAsSessionEnds: a claim waits on a borrowed
+// session through a proxy that then drops everything. The session ends at
+// its local deadline; the claim must return then, and leave the removal of
+// its queue key (the owner keeps the lease alive) to the background.
+// Found by a review of 7a79e1c (2026-12-05): the claim first tried the
+// removal itself and returned 5 s (the cleanup timeout) after the end.
+func TestBorrowedWaiterReturnsAsSessionEnds(t *testing.T) {
+	direct := newClient(t)
+	px := etcdtest.NewProxy(t, shared.Endpoint())
+	prefix := uniquePrefix(t)
+	c := testkit.Coordinator(t, newClient(t, px.URL()), coordinator.WithPrefix(prefix))
+	obs := testkit.Coordinator(t, direct, coordinator.WithPrefix(prefix))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, obs, "p", coordinator.PoolSpec{Capacity: 1})
+	mustClaim(t, ctx, obs, testkit.Session(t, direct, 30*time.Second), "p")
+	owner := testkit.Session(t, direct, 3*time.Second) // kept alive directly
+	bs, err := coordinator.BorrowSession(ctx, c.Client(), owner.Lease())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(ctx, bs, "p", coordinator.WithWait())
+		got <- err
+	}()
+	waitQueued(t, obs, "p", 1)
+	px.Blackhole()
+	<-bs.Done()
+	select {
+	case err := <-got:
+		if !errors.Is(err, coordinator.ErrSessionExpired) {
+			t.Errorf("the wait: %v; want ErrSessionExpired", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the wait did not return within 1 s of its session's end")
+	}
+	px.Restore()
+	waitQueued(t, obs, "p", 0) // removed in the background once etcd answers
+}

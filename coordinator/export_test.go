@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"context"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -64,3 +66,11 @@ const (
 	FeedLinger    = feedLinger
 	MaxFedHolders = maxFedHolders
 )
+
+// WaitAfterForget waits for a seat of pool as a Claim WithWait does, right
+// after c forgot its view of the pool (forgetMissing, as after another
+// claimant found the pool missing): the wait starts on a view not loaded.
+func WaitAfterForget(ctx context.Context, c *Coordinator, s *Session, pool string) (*Claim, error) {
+	c.forgetMissing(pool)
+	return c.wait(ctx, s, pool, claimRequest{opts: claimOptions{holder: "t", wait: true}, lease: s.Lease(), nonce: s.names.take(), spoiled: new(atomic.Bool)})
+}

@@ -223,7 +223,23 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 		}
 		sh.mu.Unlock()
 		if born == 0 {
-			return 0, nil, fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
+			// The view shows no pool: gone, or a state not loaded yet (one
+			// forgotten meanwhile, say). etcd tells.
+			var resp *clientv3.GetResponse
+			if err := c.withRetry(ctx, s, pool, RetryClaimRead, func() (err error) {
+				resp, err = c.getPool(ctx, pool)
+				return err
+			}); err != nil {
+				return 0, nil, fmt.Errorf("coordinator: read pool %q: %w", pool, err)
+			}
+			sh.mu.Lock()
+			sh.st.load(resp.Header.Revision, resp.Kvs)
+			gone := sh.st.specKV == nil
+			sh.mu.Unlock()
+			if gone {
+				return 0, nil, fmt.Errorf("%w: %q deleted while waiting", ErrPoolDeleted, pool)
+			}
+			continue
 		}
 		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(fence), "=", frev), clientv3.Compare(clientv3.CreateRevision(spec), "=", born)).
 			Then(append([]clientv3.Op{clientv3.OpPut(qkey, string(val), clientv3.WithLease(req.lease))}, extra...)...).
@@ -248,22 +264,26 @@ func (c *Coordinator) enqueue(ctx context.Context, s *Session, pool string, req 
 }
 
 // dequeue removes a waiter that gave up. If etcd cannot be reached now, the
-// removal continues in the background until the session ends.
+// removal continues in the background until the session ends; for a
+// borrowed session, until etcd says its lease is gone (reap), and in the
+// background at once if the session has ended already.
 func (c *Coordinator) dequeue(s *Session, pool string, req claimRequest) {
-	if !s.live() && !s.Borrowed() {
+	switch {
+	case !s.live() && !s.Borrowed():
 		return // the key goes with the lease; nothing can grant it now
+	case !s.live():
+		// A borrowed session's lease may outlive the session here (see
+		// reap), and its queue key with it: removed in the background, so
+		// that the caller still returns as its session ends.
+		req.spoil()
+		c.goBackground(func(bctx context.Context) { c.reap(bctx, s, pool, req) })
+		return
 	}
 	// Not c.cleanupCtx: a Close that ended the wait must not also stop the
 	// removal of its queue key.
 	cctx, cancelCleanup := context.WithTimeout(context.Background(), c.opts.timeout)
 	defer cancelCleanup()
-	// A claimant never outlives its session; but a borrowed session's
-	// lease may outlive the session here (see reap), and its queue key
-	// with it.
-	ctx, cancel := cctx, context.CancelFunc(func() {})
-	if !s.Borrowed() {
-		ctx, cancel = s.bind(cctx)
-	}
+	ctx, cancel := s.bind(cctx) // a claimant never outlives its session
 	defer cancel()
 	if err := c.dropWaiter(ctx, s, pool, req); err != nil {
 		req.spoil() // its queue key may be left

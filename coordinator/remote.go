@@ -25,6 +25,9 @@ func (cl *Claim) ReleaseBy(ctx context.Context, by string) error {
 	if by == "" || len(by) > MaxHolderLen {
 		return fmt.Errorf("%w: release by must be 1..%d bytes", ErrInvalid, MaxHolderLen)
 	}
+	if err := validText("release author", by); err != nil {
+		return err
+	}
 	return cl.release(ctx, releaseRecord{By: by, At: time.Now().UTC()})
 }
 

@@ -67,10 +67,10 @@
 //     last keepalive it SENT plus the TTL) and fence its writes with the
 //     token.
 //   - A loss stream ends with a "closed" event when its replica shuts down
-//     (server_closed) or has not reached etcd past its copy of the
-//     session's local deadline (server_cut_off): the seat may still be
-//     held, the lease kept alive through another replica: reconnect to
-//     another replica.
+//     (server_closed) or lost track of the lease: its copy of the session
+//     passed its local deadline and etcd, asked then, did not say the lease
+//     is gone (server_cut_off). The seat may still be held, the lease kept
+//     alive through another replica: reconnect to another replica.
 //   - A handle is a bearer secret within its principal: anyone holding it
 //     and the principal's credentials can act on the session.
 package httpapi

@@ -199,3 +199,22 @@ func TestClaimOnEndingLeaseIsNotGone(t *testing.T) {
 		t.Errorf("claim on a live session: %d %s; want 503 (or the seat)", r.status, r.raw)
 	}
 }
+
+// TestStreamSaysLostWhenLeaseExpires: a client that stops renewing its
+// session is told "lost", reason expired, not "closed": the replica's copy
+// of the session ends at its local deadline, before etcd says the lease is
+// gone, and the replica asks. Found by a review of 8fdcf28 (2026-12-05):
+// every such expiry with a TTL of 12 s or more said server_cut_off.
+func TestStreamSaysLostWhenLeaseExpires(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createPool("p", coordinator.PoolSpec{Capacity: 1})
+	s := e.session("", 12) // polled every 4 s: the local deadline (1.2 s before the end) comes first
+	c := e.claim("", "p", map[string]any{"session": s}).want(t, "claim", 201, "")
+	rd := e.openStream(t, streamPath("p", c, s), "")
+	if ev, _ := sseEvent(t, rd); ev != "held" {
+		t.Fatalf("first event %q", ev)
+	}
+	if ev, data := sseEvent(t, rd); ev != "lost" || !strings.Contains(data, `"expired"`) {
+		t.Errorf("stream said %q %s; want lost, expired", ev, data)
+	}
+}

@@ -79,12 +79,12 @@ const ReasonServerClosed = "server_closed"
 // when its client goes away.
 var ErrServerStopping = errors.New("httpapi: server stopping")
 
-// ReasonServerCutOff is the reason of a "closed" event: the replica has
-// not reached etcd for so long that its copy of the session passed its
-// local deadline. It can no longer tell whether the seat is held; the
-// lease, which the client keeps alive through any replica, may well live
-// on, and the seat with it. Reconnect to another replica: it says "held"
-// or the loss.
+// ReasonServerCutOff is the reason of a "closed" event: the replica's copy
+// of the session passed its local deadline (it could not follow the lease
+// in time) and, asked then, etcd did not say the lease is gone: it did not
+// answer, or the lease lives on. The seat may well still be held, the lease
+// kept alive through another replica. Reconnect to another replica: it
+// says "held" or the loss.
 const ReasonServerCutOff = "server_cut_off"
 
 // lossReason names why a claim ended.
@@ -102,6 +102,30 @@ func lossReason(err error) string {
 		return coordinator.ReasonPoolDeleted
 	}
 	return coordinator.ReasonUnknown
+}
+
+// leaseEnds reports, for a borrowed session that passed its local
+// deadline, whether etcd says its lease is gone within the margin and a
+// little more: the lease's own end, as when the client stops renewing.
+// False when etcd does not answer (this replica is cut off) or the lease
+// lives on (the client renews it through another replica).
+func (s *Server) leaseEnds(ctx context.Context, sess *coordinator.Session) bool {
+	ctx, cancel := context.WithTimeout(ctx, sess.Margin()+2*time.Second)
+	defer cancel()
+	for {
+		alive, err := s.ss.alive(ctx, sess.Lease())
+		switch {
+		case err == nil && !alive:
+			return true
+		case err != nil && ctx.Err() != nil:
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // lossStream is GET /v1/pools/{pool}/seats/{seat}/events: "held" at once,
@@ -142,8 +166,8 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 			switch {
 			case errors.Is(cl.Err(), coordinator.ErrClosed) || errors.Is(sess.Err(), coordinator.ErrClosed):
 				event, v.Reason, v.Message = "closed", ReasonServerClosed, "the server stopped watching the seat; it may still be held: reconnect"
-			case errors.Is(cl.Err(), coordinator.ErrLocalDeadline):
-				event, v.Reason, v.Message = "closed", ReasonServerCutOff, "this server cannot reach etcd, and no longer knows whether the seat is held; it may still be: reconnect to another server"
+			case errors.Is(cl.Err(), coordinator.ErrLocalDeadline) && !s.leaseEnds(r.Context(), sess):
+				event, v.Reason, v.Message = "closed", ReasonServerCutOff, "this server lost track of the seat's lease, which may live on, and the seat with it: reconnect to another server"
 			}
 			_ = e.send(event, v)
 			return nil
