@@ -99,10 +99,7 @@ func WithLabels(sel map[string]string) ClaimOption {
 func WithWait() ClaimOption { return func(o *claimOptions) { o.wait = true } }
 
 func (o claimOptions) validate() error {
-	if o.holder == "" || len(o.holder) > MaxHolderLen {
-		return fmt.Errorf("%w: holder must be 1..%d bytes", ErrInvalid, MaxHolderLen)
-	}
-	if err := validText("holder", o.holder); err != nil {
+	if err := validHolder("holder", o.holder); err != nil {
 		return err
 	}
 	if err := validLabels(o.labels); err != nil {

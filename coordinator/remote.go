@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -22,10 +21,7 @@ func (cl *Claim) Detach() { cl.lose(ErrClosed, "detached: the seat is held by a 
 // ReleaseBy is Release with the release record's "by" set to by, the
 // authenticated identity releasing the seat, instead of the claim's holder.
 func (cl *Claim) ReleaseBy(ctx context.Context, by string) error {
-	if by == "" || len(by) > MaxHolderLen {
-		return fmt.Errorf("%w: release by must be 1..%d bytes", ErrInvalid, MaxHolderLen)
-	}
-	if err := validText("release author", by); err != nil {
+	if err := validHolder("release by", by); err != nil {
 		return err
 	}
 	return cl.release(ctx, releaseRecord{By: by, At: time.Now().UTC()})
@@ -38,10 +34,7 @@ func (cl *Claim) ReleaseBy(ctx context.Context, by string) error {
 // with Adopt on a session borrowed from the holder's lease (BorrowSession).
 // It returns ErrNotHeld when the seat was already gone.
 func (cl *Claim) ForceReleaseBy(ctx context.Context, reason, by string) error {
-	if by == "" || len(by) > MaxHolderLen {
-		return fmt.Errorf("%w: force-release by must be 1..%d bytes", ErrInvalid, MaxHolderLen)
-	}
-	if err := validText("force-release author", by); err != nil {
+	if err := validHolder("force-release by", by); err != nil {
 		return err
 	}
 	if err := validText("force-release reason", reason); err != nil {

@@ -46,6 +46,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 	refused("force-release reason", err)
 	refused("force-release author", cl.ForceReleaseBy(ctx, "drain", "ops-\xff"))
 	refused("force-release-by reason", cl.ForceReleaseBy(context.Background(), bad, "ops"))
+	refused("release author", cl.ReleaseBy(ctx, "ops-\xff"))
 	if cl.Err() != nil {
 		t.Errorf("the seat went with a refused call: %v", cl.Err())
 	}

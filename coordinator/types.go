@@ -139,6 +139,15 @@ func validText(what, s string) error {
 	return nil
 }
 
+// validHolder checks an identity a record stores: a claim's holder, or
+// the author of a release: 1..MaxHolderLen bytes of valid UTF-8.
+func validHolder(what, s string) error {
+	if s == "" || len(s) > MaxHolderLen {
+		return fmt.Errorf("%w: %s must be 1..%d bytes", ErrInvalid, what, MaxHolderLen)
+	}
+	return validText(what, s)
+}
+
 // validLabels checks a label set, an instance's or a selector's: keys of
 // 1..MaxNameLen bytes, keys and values valid UTF-8.
 func validLabels(labels map[string]string) error {
