@@ -73,6 +73,9 @@ type LossView struct {
 // to another replica.
 const ReasonServerClosed = "server_closed"
 
+// serverClosedMsg is the message of a server_closed event.
+const serverClosedMsg = "the server stopped watching the seat; it may still be held: reconnect"
+
 // ErrServerStopping is the cause with which a server that embeds the API
 // cancels its requests' contexts as it stops: a loss stream then ends with
 // a "closed" event (server_closed) rather than just ending, as it does
@@ -152,8 +155,7 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 		select {
 		case <-r.Context().Done():
 			if errors.Is(context.Cause(r.Context()), ErrServerStopping) {
-				_ = e.send("closed", LossView{Pool: ref.pool, Seat: ref.seat, Token: ref.token, Reason: ReasonServerClosed,
-					Message: "the server stopped watching the seat; it may still be held: reconnect"})
+				_ = e.send("closed", LossView{Pool: ref.pool, Seat: ref.seat, Token: ref.token, Reason: ReasonServerClosed, Message: serverClosedMsg})
 			}
 			return nil
 		case <-tick.C:
@@ -165,7 +167,7 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 			event := "lost"
 			switch {
 			case errors.Is(cl.Err(), coordinator.ErrClosed) || errors.Is(sess.Err(), coordinator.ErrClosed):
-				event, v.Reason, v.Message = "closed", ReasonServerClosed, "the server stopped watching the seat; it may still be held: reconnect"
+				event, v.Reason, v.Message = "closed", ReasonServerClosed, serverClosedMsg
 			case errors.Is(cl.Err(), coordinator.ErrLocalDeadline) && !s.leaseEnds(r.Context(), sess):
 				event, v.Reason, v.Message = "closed", ReasonServerCutOff, "this server lost track of the seat's lease, which may live on, and the seat with it: reconnect to another server"
 			}
