@@ -244,8 +244,22 @@ func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
 	_ = s.update(rec)
 }
 
-// lose records a lost seat, serves the failure for the loss grace, and
-// returns the loss.
+// lossHold is how long the sidecar keeps its session after losing the
+// seat (why): the loss grace, and after the instance's loss at least
+// AppStopWithin. Then the seat and the instance's slot are still held
+// (coordinator.WithInstanceGoneHold: the session's TTL, longer), so that
+// nobody binds the instance again, should its agent register it anew,
+// while the app, its /readyz failed, may still be stopping. Closing the
+// session frees them.
+func (s *Sidecar) lossHold(why error) time.Duration {
+	if errors.Is(why, coordinator.ErrInstanceGone) {
+		return max(s.cfg.LossGrace.D(), s.cfg.AppStopWithin.D())
+	}
+	return s.cfg.LossGrace.D()
+}
+
+// lose records a lost seat, serves the failure for its hold (lossHold),
+// and returns the loss.
 func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) error {
 	cause := cl.Err()
 	rec := s.Record()
@@ -256,7 +270,7 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	if errors.Is(cause, coordinator.ErrSessionExpired) {
 		s.o.onSessionLost()
 	}
-	retry.Sleep(ctx, s.cfg.LossGrace.D())
+	retry.Sleep(ctx, s.lossHold(cause))
 	s.o.closeSession(sess)
 	s.dropState()
 	return fmt.Errorf("%w: %w", ErrSeatLost, cause)

@@ -241,3 +241,51 @@ func testSidecarClaimsAfresh(t *testing.T, state string, oldTTL time.Duration, e
 		t.Errorf("state %+v (%v) after the fresh claim", st, ok)
 	}
 }
+
+// TestSidecarHoldsGoneInstanceUntilAppStopped: the instance the sidecar's
+// seat is bound to goes (its agent cut off from etcd past its lease, say).
+// /readyz fails at once, and the seat, with the instance's slot, stays
+// held for sidecar.appStopWithin, the time the app may take to stop, so
+// that the instance cannot be bound again meanwhile; then the sidecar
+// frees it. Before 2026-12-05 the seat went as the loss was seen.
+func TestSidecarHoldsGoneInstanceUntilAppStopped(t *testing.T) {
+	_, cli, co := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := co.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "bot-1", Addr: "10.0.0.1:80"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sidecarConfig(t)
+	cfg.TTL, cfg.AppStopWithin, cfg.Instance = config.Duration(4*time.Second), config.Duration(1500*time.Millisecond), "bot-1"
+	sc := NewSidecar(co, cfg)
+	srv := httptest.NewServer(sc.Handler(nil))
+	defer srv.Close()
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	testkit.Eventually(t, 5*time.Second, "held", sc.Held)
+	token := sc.Record().Token
+	if _, err := cli.Revoke(ctx, agent.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "/readyz failing", func() bool { return get(t, srv.URL+ReadyzPath) == 503 })
+	failed := time.Now()
+	held := func() bool {
+		seats, err := co.Seats(ctx, "p")
+		return err == nil && len(seats) == 1 && seats[0].Token == token
+	}
+	testkit.Consistently(t, cfg.AppStopWithin.D()-200*time.Millisecond, "the seat held while the app stops", held)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrSeatLost) || !errors.Is(err, coordinator.ErrInstanceGone) {
+			t.Fatalf("Run = %v, want ErrSeatLost for ErrInstanceGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the loss")
+	}
+	if held() {
+		t.Error("seat still held after Run returned")
+	}
+	t.Logf("seat freed %v after /readyz failed (appStopWithin %v)", time.Since(failed), cfg.AppStopWithin)
+}

@@ -83,7 +83,9 @@ func TestForceReleaseTellsTheHolder(t *testing.T) {
 }
 
 func TestDoneReasons(t *testing.T) {
-	c, cli := newCoord(t)
+	// The seat of a gone instance is freed after a hold (its own test:
+	// TestGoneInstanceNotReboundWithinHold); short here.
+	c, cli := newCoord(t, coordinator.WithInstanceGoneHold(100*time.Millisecond))
 	ctx := testkit.Ctx(t, 30*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4})
 	agent := testkit.Session(t, cli, 10*time.Second)

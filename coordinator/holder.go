@@ -103,7 +103,11 @@ func (cl *Claim) key() string { return cl.c.k.seat(cl.pool, cl.seat, cl.claim) }
 // deadline, force-released, instance gone, pool deleted. The first call
 // starts a monitor (two watches); a claim nobody watches costs nothing, but
 // then nothing frees its seat early when its instance goes away: the seat
-// counts against capacity until it is released or its lease ends.
+// counts against capacity until it is released or its lease ends. When
+// the instance goes, Done closes at once, and the seat (with the
+// instance's slot, which keeps others from binding the instance should it
+// be registered again) stays held until the holder releases it or the
+// hold passes (WithInstanceGoneHold).
 // Done closing is advice, not a fence: a holder that is paused may act after
 // it closes. Use IsOwner for the writes that must not happen then.
 func (cl *Claim) Done() <-chan struct{} {
@@ -429,27 +433,72 @@ func (cl *Claim) leaseVerdict(ctx context.Context) error {
 	return ErrSeatLost
 }
 
-// instanceGone ends a claim whose instance left, and frees its seat so that
-// it does not count against the pool until the holder notices. A release
-// of this process running meanwhile gives the reason instead (the seat
-// went first), as when the seat key goes (awaitRelease). A pool deleted
-// with its instances deletes the instance and the seat in one txn, and the
-// monitor may see either first: the spec, read before the verdict, tells
-// (TestPoolDeletedBoundClaimSaysSo). Until this claim's own release below,
-// its seat stays held, so the read delays no one's grant.
+// instanceGone ends a claim whose instance left, and then frees its seat
+// so that it does not count against the pool for ever if the holder does
+// not release it. A release of this process running meanwhile gives the
+// reason instead (the seat went first), as when the seat key goes
+// (awaitRelease). A pool deleted with its instances deletes the instance
+// and the seat in one txn, and the monitor may see either first: the spec,
+// read before the verdict, tells (TestPoolDeletedBoundClaimSaysSo). Until
+// this claim's own release below, its seat stays held, so the read delays
+// no one's grant.
+//
+// The seat is freed only after the hold (WithInstanceGoneHold), not as
+// Done closes: its instance slot, held with it, is what keeps another
+// claim from binding the instance if its agent registers it again, and
+// the holder needs time to stop using the worker once told
+// (TestGoneInstanceNotReboundWithinHold; before 2026-12-05 a review bound
+// it again 39 ms after the first holder's Done closed).
 func (cl *Claim) instanceGone(mctx context.Context) {
 	if !cl.awaitRelease(mctx) {
 		return
 	}
-	ctx, cancel := cl.c.cleanupCtx()
-	defer cancel()
-	if resp, err := cl.c.cli.Get(ctx, cl.c.k.spec(cl.pool)); err == nil && len(resp.Kvs) == 0 {
+	if cl.poolGone() {
 		cl.lose(ErrPoolDeleted, cl.pool)
 		return
 	}
 	cl.lose(ErrInstanceGone, cl.rec.Instance)
+	if !cl.holdGone() {
+		return
+	}
+	ctx, cancel := cl.c.cleanupCtx()
+	defer cancel()
 	ops := cl.c.releaseOps(cl.held(), releaseRecord{Reason: ReasonInstanceGone, By: cl.rec.Holder, At: time.Now().UTC()})
 	if _, err := cl.c.cli.Txn(ctx).If(cl.IsOwner()).Then(ops...).Commit(); err != nil {
 		cl.c.log.Warn("free seat of gone instance", "pool", cl.pool, "seat", cl.seat, "err", err)
 	}
+}
+
+// poolGone reports whether etcd says the claim's pool is gone (its spec
+// key deleted); false when it cannot tell.
+func (cl *Claim) poolGone() bool {
+	ctx, cancel := cl.c.cleanupCtx()
+	defer cancel()
+	resp, err := cl.c.cli.Get(ctx, cl.c.k.spec(cl.pool))
+	return err == nil && len(resp.Kvs) == 0
+}
+
+// holdGone waits out the hold of a claim whose instance went
+// (instanceGone) and reports whether its seat is still to be freed: not
+// when the hold is negative, nor when the session or the Coordinator ends
+// first (the session's end frees the seat; after Close nothing of this
+// process frees seats). A Release of the holder meanwhile frees it itself,
+// and the fenced txn after the hold then changes nothing.
+func (cl *Claim) holdGone() bool {
+	d := cl.c.opts.goneHold
+	switch {
+	case d < 0:
+		return false
+	case d == 0:
+		d = cl.sess.TTL()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return cl.sess.live()
+	case <-cl.sess.Done():
+	case <-cl.c.ctx.Done():
+	}
+	return false
 }

@@ -18,6 +18,10 @@ type options struct {
 	logger  *slog.Logger  // default: discards
 	metrics Metrics       // default: NoopMetrics
 	timeout time.Duration // bound on background cleanup writes; default 5s
+	// goneHold is how long a claim whose instance went keeps its seat
+	// after Done closes (holder.go); 0: the session's TTL; < 0: until
+	// Release or the session's end.
+	goneHold time.Duration
 }
 
 func defaultOptions() options {
@@ -42,6 +46,18 @@ func WithMetrics(m Metrics) Option { return func(o *options) { o.metrics = m } }
 // WithCleanupTimeout bounds writes made after the caller's ctx is done, such
 // as removing a cancelled waiter's queue key. Default 5s.
 func WithCleanupTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithInstanceGoneHold sets how long a claim whose bound instance went
+// away keeps its seat, and the instance slot with it, after its Done has
+// closed with ErrInstanceGone, unless its holder releases it first. While
+// the slot is held, an instance registered again under the same ID (its
+// agent cut off from etcd past its lease, then back) cannot be bound by
+// another claim, so a holder that stops using the worker within this of
+// Done closing never shares it. Default (0): the claim's session TTL, as
+// long as etcd keeps the seat of a holder that died. Negative: until the
+// holder releases the seat or its session ends; for holders that always
+// release, or close their session, once their work has stopped.
+func WithInstanceGoneHold(d time.Duration) Option { return func(o *options) { o.goneHold = d } }
 
 // ValidatePrefix checks a root prefix: it must start with '/', not end with
 // one, and be at most 256 bytes. Errors wrap ErrInvalid.

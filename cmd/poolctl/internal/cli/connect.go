@@ -13,9 +13,9 @@ import (
 
 // connect builds the etcd client from the global flags through
 // etcdclient, the connection path poolagent shares, waits up to
-// --dial-timeout for a connection, and wraps it in a Coordinator. The
-// returned func closes both.
-func (g *globalOptions) connect(ctx context.Context) (*coordinator.Coordinator, func(), error) {
+// --dial-timeout for a connection, and wraps it in a Coordinator with
+// opts. The returned func closes both.
+func (g *globalOptions) connect(ctx context.Context, opts ...coordinator.Option) (*coordinator.Coordinator, func(), error) {
 	ec, err := g.etcdConfig()
 	if err != nil {
 		return nil, nil, err
@@ -24,7 +24,7 @@ func (g *globalOptions) connect(ctx context.Context) (*coordinator.Coordinator, 
 	if err != nil {
 		return nil, nil, g.dialErr(err)
 	}
-	c, err := coordinator.New(cli, coordinator.WithPrefix(g.Prefix))
+	c, err := coordinator.New(cli, append([]coordinator.Option{coordinator.WithPrefix(g.Prefix)}, opts...)...)
 	if err != nil {
 		cli.Close()
 		return nil, nil, fmt.Errorf("--prefix: %w", err)

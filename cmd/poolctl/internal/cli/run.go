@@ -186,7 +186,10 @@ func (o *runOptions) Validate() error {
 
 // Run implements command.
 func (o *runOptions) Run(ctx context.Context) error {
-	c, done, err := o.g.connect(ctx)
+	// A seat whose instance went stays held until the command is gone and
+	// the session closed (hold, lossGrace): nobody can bind the instance
+	// again while the command may still use it.
+	c, done, err := o.g.connect(ctx, coordinator.WithInstanceGoneHold(-1))
 	if err != nil {
 		return err
 	}

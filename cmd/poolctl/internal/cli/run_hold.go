@@ -74,16 +74,20 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 // SIGTERM and SIGKILL. An operator who force-released the seat, released
 // it through another holder's handle or deleted the pool chose to end it:
 // the command gets grace (--kill-grace), and what it writes meanwhile is
-// for its token to fence (README, What fencing does not cover). Else the
-// command must be gone before the seat can be granted to anyone else.
-// After its session's local deadline passed (etcd unreachable), the lease
-// outlives the deadline by at least the session's margin, and the command
-// gets half of that, if grace is not shorter (TestRunLossGraceInMargin).
-// After the lease's end on the server, the instance's loss or a loss of
-// unknown cause, the seat is free at once: none (TestRunSeatLost).
+// for its token to fence (README, What fencing does not cover). After its
+// instance went, the seat and the instance's slot stay held until run
+// closes its session, once the command is gone (WithInstanceGoneHold(-1)
+// in Run): grace as well (TestRunInstanceGoneHoldsSeatUntilCommandEnds).
+// Else the command must be gone before the seat can be granted to anyone
+// else. After its session's local deadline passed (etcd unreachable), the
+// lease outlives the deadline by at least the session's margin, and the
+// command gets half of that, if grace is not shorter
+// (TestRunLossGraceInMargin). After the lease's end on the server, or a
+// loss of unknown cause, the seat is free at once: none (TestRunSeatLost).
 func lossGrace(why error, sess *coordinator.Session, grace time.Duration) time.Duration {
 	switch {
-	case errors.Is(why, coordinator.ErrForceReleased), errors.Is(why, coordinator.ErrReleased), errors.Is(why, coordinator.ErrPoolDeleted):
+	case errors.Is(why, coordinator.ErrForceReleased), errors.Is(why, coordinator.ErrReleased), errors.Is(why, coordinator.ErrPoolDeleted),
+		errors.Is(why, coordinator.ErrInstanceGone):
 		return grace
 	case errors.Is(why, coordinator.ErrLocalDeadline):
 		return min(grace, sess.Margin()/2)

@@ -20,7 +20,8 @@ import (
 // a seat can be lost, and checks that the command's whole process group is
 // stopped, that run exits 7 with one line saying why, and that nothing is
 // left bound to its session. A command that ignores SIGTERM gets
-// --kill-grace after an operator's force-release, and none after its
+// --kill-grace after an operator's force-release or its instance's loss
+// (TestRunInstanceGoneHoldsSeatUntilCommandEnds), and none after its
 // lease's end on the server, which frees the seat at once (until
 // 2026-12-04, a review: --kill-grace, 10 s by default, ran on while the
 // seat could be granted again). After a session's local deadline, see
@@ -57,7 +58,7 @@ func TestRunSeatLost(t *testing.T) {
 			if err := h.c.DeregisterInstance(ctx, "p", "node-1"); err != nil {
 				t.Fatal(err)
 			}
-		}, "instance gone: node-1", false, 0},
+		}, "instance gone: node-1", true, 0},
 		{"ignores SIGTERM, force-released", []string{"--kill-grace", "300ms"}, ignoresTerm, forceRelease, "sent SIGKILL", false, 0},
 		{"ignores SIGTERM, lease revoked", []string{"--kill-grace", "5s"}, ignoresTerm, revoke, "sent SIGKILL", false, 2 * time.Second},
 	}
@@ -92,6 +93,56 @@ func TestRunSeatLost(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestRunInstanceGoneHoldsSeatUntilCommandEnds: the instance a command's
+// seat is bound to goes, and the command ignores SIGTERM. The seat, with
+// the instance's slot, stays held until the command is gone, however long
+// --kill-grace (here longer than the session's TTL); only then does run
+// free it. Before 2026-12-05 the claim freed its seat as its Done closed,
+// and the instance could be bound again within milliseconds while the
+// command still ran (SIGKILL at once).
+func TestRunInstanceGoneHoldsSeatUntilCommandEnds(t *testing.T) {
+	h := newHarness(t)
+	h.createPool("p", coordinator.PoolSpec{Capacity: 4})
+	agent := h.session(10 * time.Second)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	if _, err := h.c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "node-1"}); err != nil {
+		t.Fatal(err)
+	}
+	dir, inv := t.TempDir(), newInvocation()
+	const grace = 3500 * time.Millisecond // over the TTL of 2s
+	wait := h.runChild(t, inv, dir, []string{"p", "--holder", "h", "--instance", "node-1", "--ttl", "2s", "--kill-grace", grace.String()},
+		`exec 2>"$D/stderr"; trap 'echo term > "$D/term"' TERM; `+loop)
+	waitFile(t, filepath.Join(dir, "ready"))
+	s := h.heldBy(t, "p", "h")
+	if err := h.c.DeregisterInstance(ctx, "p", "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	waitFile(t, filepath.Join(dir, "term"))
+	ended := make(chan result, 1)
+	go func() { ended <- wait() }()
+	for time.Since(gone) < grace-500*time.Millisecond {
+		select {
+		case r := <-ended:
+			t.Fatalf("run ended %v after the instance went, before --kill-grace: %+v", time.Since(gone), r)
+		case <-time.After(100 * time.Millisecond):
+		}
+		cur, err := h.c.Seat(ctx, "p", s.Seat)
+		if err != nil || cur.Token != s.Token {
+			t.Fatalf("%v after the instance went, with the command still running, the seat is %+v, %v; want still held under token %d",
+				time.Since(gone), cur, err, s.Token)
+		}
+	}
+	r := <-ended
+	r.want(t, ExitSeatLost)
+	if !strings.Contains(r.err, "instance gone: node-1") || !strings.Contains(r.err, "sent SIGKILL") {
+		t.Errorf("stderr %q does not say the instance went and the command was killed", r.err)
+	}
+	if _, err := h.c.Seat(ctx, "p", s.Seat); !errors.Is(err, coordinator.ErrSeatNotFound) {
+		t.Errorf("after run: seat %d: %v, want ErrSeatNotFound", s.Seat, err)
 	}
 }
 
