@@ -80,7 +80,8 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 }
 
 // register registers instances in sess and returns those that failed for
-// a reason that may pass. Those another agent holds are recorded, not
+// a reason that may pass, a takeover that lost a race included. Those
+// another agent holds and owner.go's rule leaves to it are recorded, not
 // returned: reconcile finds them again once free. An invalid instance is
 // an error.
 func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []config.Instance) ([]config.Instance, error) {
@@ -92,6 +93,12 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 		case err == nil:
 			a.owned(refOf(in))
 			a.o.log.Info("instance registered", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
+		case errors.As(err, &owned) && a.takeoverReason(refOf(in), owned) != "":
+			// A takeover that lost its compare-and-swap: the key moved to
+			// another lease meanwhile, which may be taken over as well.
+			a.o.log.Warn("instance moved to another lease as it was taken over; retrying", "pool", in.Pool, "instance", in.ID,
+				"owner", owned.Agent, "owner_lease", leaseHex(owned.Owner))
+			failed = append(failed, in)
 		case errors.As(err, &owned):
 			a.foreignOwner(refOf(in), owned)
 		case errors.Is(err, coordinator.ErrInvalid):
@@ -157,7 +164,8 @@ func (a *Agent) reconcile(ctx context.Context, sess *coordinator.Session, check 
 }
 
 // needsRegistering reads in and reports whether it must be registered
-// again: it is missing, or bound to an earlier lease of this agent.
+// again: it is missing, or bound to a lease that owner.go's rule lets this
+// agent take it over from (an earlier lease of its own, say).
 func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session, in config.Instance) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
 	got, err := a.co.GetInstance(rctx, in.Pool, in.ID)
@@ -178,10 +186,12 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 	case got.Lease == sess.Lease():
 		a.owned(refOf(in))
 		return false, nil
-	case a.isOwnLease(got.Lease):
+	}
+	owned := &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent}
+	if a.takeoverReason(refOf(in), owned) != "" {
 		return true, nil
 	}
-	a.foreignOwner(refOf(in), &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent})
+	a.foreignOwner(refOf(in), owned)
 	return false, nil
 }
 

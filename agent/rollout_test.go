@@ -6,8 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -187,4 +191,54 @@ func getBody(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// TestTakeoverRetriedAfterLostRace: as a restarted agent takes i1 over
+// from its earlier run's lease, that run moves the key to another lease
+// of its own (it renewed its session), so the takeover's compare-and-swap
+// fails. The agent tries again and takes the key from the new lease.
+// Before 2026-12-05 it recorded the new lease as a foreign owner and never
+// tried again: /readyz failed for as long as that lease lived.
+func TestTakeoverRetriedAfterLostRace(t *testing.T) {
+	c, cli, co := setup(t)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	earlier, renewed := testkit.Session(t, cli, 10*time.Second), testkit.Session(t, cli, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer cancel()
+	if _, err := co.RegisterInstance(ctx, "p", earlier.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var raced atomic.Bool
+	moveFirst := func(ictx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if isTakeover(req) && raced.CompareAndSwap(false, true) {
+			if _, err := co.TakeOverInstance(ctx, "p", earlier.Lease(), renewed.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
+				t.Errorf("moving i1 to the renewed lease: %v", err)
+			}
+		}
+		return invoker(ictx, method, req, reply, cc, opts...)
+	}
+	racing := testkit.Coordinator(t, testkit.DialedClient(t, c.Endpoints(), grpc.WithChainUnaryInterceptor(moveFirst)), coordinator.WithPrefix(co.Prefix()))
+	a, _ := startAgent(t, racing, "test", agentConfig(config.Instance{Pool: "p", ID: "i1"}))
+	testkit.Eventually(t, 10*time.Second, "registered after the lost race", func() bool { return a.Status().Registered })
+	if !raced.Load() {
+		t.Fatal("no takeover was sent: the race did not happen")
+	}
+	if in := instanceMap(t, co)["i1"]; in.Lease != a.Status().Lease {
+		t.Fatalf("i1 %+v, want the agent's lease %x", in, a.Status().Lease)
+	}
+}
+
+// isTakeover reports whether req is TakeOverInstance's txn: it alone
+// compares an instance key's create revision greater than 0.
+func isTakeover(req any) bool {
+	tr, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return false
+	}
+	for _, cmp := range tr.Compare {
+		if cmp.Target == pb.Compare_CREATE && cmp.Result == pb.Compare_GREATER && strings.HasSuffix(string(cmp.Key), "/instances/i1") {
+			return true
+		}
+	}
+	return false
 }

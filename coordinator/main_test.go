@@ -8,10 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -69,15 +67,7 @@ func newObservedClient(t testing.TB, endpoint string, ic grpc.UnaryClientInterce
 // stream interceptor as well.
 func newDialedClient(t testing.TB, endpoint string, opts ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: opts,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return testkit.DialedClient(t, []string{endpoint}, opts...)
 }
 
 var prefixSeq int

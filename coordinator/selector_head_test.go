@@ -35,7 +35,10 @@ func TestSelectorHeadStepsOutOfUnboundPool(t *testing.T) {
 	if err := c.DeregisterInstance(ctx, "p", "i1"); err != nil {
 		t.Fatal(err)
 	}
-	<-held.Done() // its instance went: the seat is given back
+	<-held.Done() // its instance went: the holder gives the seat back
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("release after the instance went: %v", err)
+	}
 	select {
 	case err := <-plain:
 		if err != nil {

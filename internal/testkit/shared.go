@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/internal/embedetcd"
 )
@@ -72,7 +73,14 @@ func (s *Shared) Close() {
 // the test ends.
 func Client(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: Timeout, Logger: zap.NewNop()})
+	return DialedClient(t, endpoints)
+}
+
+// DialedClient is Client with gRPC dial options, such as an interceptor
+// that observes or races the client's requests.
+func DialedClient(t testing.TB, endpoints []string, opts ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: Timeout, Logger: zap.NewNop(), DialOptions: opts})
 	if err != nil {
 		t.Fatalf("testkit: client: %v", err)
 	}
