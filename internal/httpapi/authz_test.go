@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/httpapi"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // principals of the authorization tests; each one's token is its name
@@ -252,5 +255,58 @@ func TestValidatePrincipals(t *testing.T) {
 	}
 	if err := httpapi.ValidatePrincipals([]httpapi.Principal{ok}); err != nil {
 		t.Fatalf("valid principal: %v", err)
+	}
+}
+
+// A claimant's errors name only what it sent: not the token or the lease
+// another holder's seat is held under (a worker that fences by token takes
+// the token as a credential), nor, in a 500, etcd's key paths, which go to
+// the server's log under the ref the answer gives. Found by a review
+// (2026-12-05): a 412 named the holder's token, a 404 its lease.
+func TestClaimantErrorsHideOthersSeats(t *testing.T) {
+	var logged testkit.SyncBuffer
+	e := newEnv(t, testPrincipals(), httpapi.WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	e.createPool("hearing-1", coordinator.PoolSpec{Capacity: 5})
+	s := e.session("court-token", 5)
+	c := e.claim("court-token", "hearing-1", map[string]any{"session": s}).want(t, "claim", 201, "")
+	lease, err := strconv.ParseUint(s[:16], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := strconv.FormatInt(c.num("token"), 10)
+	leaseRe := `0*` + strconv.FormatUint(lease, 16)
+	other := e.session("court2-token", 5)
+	wrong := releasePath("hearing-1", c.num("seat"), c.num("token")+1000, other)
+	for _, tt := range []struct {
+		r      reply
+		hidden *regexp.Regexp
+	}{
+		// It sent the holder's token: only the lease is not its to see.
+		{e.do("DELETE", releasePath("hearing-1", c.num("seat"), c.num("token"), other), "court2-token", nil).want(t, "release under another's token", 404, "not_held"),
+			regexp.MustCompile(`\b` + leaseRe + `\b`)},
+		{e.do("DELETE", wrong, "court2-token", nil).want(t, "release under a wrong token", 412, "stale_token"),
+			regexp.MustCompile(`\b(` + held + `|` + leaseRe + `)\b`)},
+		{e.do("GET", strings.Replace(wrong, "?", "/events?", 1), "court2-token", nil).want(t, "loss stream under a wrong token", 412, "stale_token"),
+			regexp.MustCompile(`\b(` + held + `|` + leaseRe + `)\b`)},
+	} {
+		if m := tt.hidden.FindString(tt.r.str("message")); m != "" {
+			t.Errorf("message %q names %s, the holder's token or lease", tt.r.str("message"), m)
+		}
+	}
+
+	// A key etcdpool did not write, under the pool: claims fail with
+	// coordinator.ErrForeignKey, a 500.
+	foreign := coordinator.SegPrefix(e.co.Prefix(), "hearing-1", coordinator.SegSeats) + "not-a-seat"
+	if _, err := e.cli.Put(context.Background(), foreign, "x"); err != nil {
+		t.Fatal(err)
+	}
+	r := e.claim("court-token", "hearing-1", map[string]any{"session": s}).want(t, "claim on a pool with a foreign key", 500, "internal")
+	msg := r.str("message")
+	_, ref, ok := strings.Cut(msg, "under ref ")
+	if !ok || strings.Contains(msg, "not-a-seat") || strings.Contains(msg, "/") {
+		t.Fatalf("500 message %q: want no key path, and a ref", msg)
+	}
+	if log := logged.String(); !strings.Contains(log, "ref="+ref) || !strings.Contains(log, "not-a-seat") {
+		t.Fatalf("the server's log does not give ref %s with the cause:\n%s", ref, log)
 	}
 }

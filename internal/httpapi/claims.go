@@ -149,13 +149,28 @@ func (s *Server) adopt(ctx context.Context, p *Principal, ref seatRef) (*coordin
 	err := s.withSession(ctx, ref.h, p.Name, func(bs *coordinator.Session) (err error) {
 		sess = bs
 		cl, err = s.co.Adopt(ctx, bs, ref.pool, ref.seat, ref.token)
-		return err
+		return notHeldBy(ref, err)
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	done := s.ss.hold(ref.h.lease, sess)
 	return cl, sess, func() { cl.Detach(); done() }, nil
+}
+
+// notHeldBy words Adopt's refusal of a seat that ref's session does not
+// hold under ref's token with ref's own data alone. Adopt's message names
+// the token and lease the seat is held under: another holder's, which a
+// claimant may not read (a worker that fences by token takes the token
+// as a credential). The codes stay: stale_token, not_held.
+func notHeldBy(ref seatRef, err error) error {
+	switch {
+	case errors.Is(err, coordinator.ErrStaleToken):
+		return fmt.Errorf("%w: pool %q seat %d is not held under token %d", coordinator.ErrStaleToken, ref.pool, ref.seat, ref.token)
+	case errors.Is(err, coordinator.ErrNotHeld):
+		return fmt.Errorf("%w: pool %q seat %d is not held by session %016x under token %d", coordinator.ErrNotHeld, ref.pool, ref.seat, int64(ref.h.lease), ref.token)
+	}
+	return err
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request, p *Principal) error {

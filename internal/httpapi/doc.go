@@ -24,7 +24,9 @@
 // (ErrorBody) with a code per outcome and distinct statuses: 400
 // invalid_input, 401 unauthenticated, 403 forbidden, 404 not_found or
 // not_held, 408 wait_timeout, 409 no_seat (with the reason) or conflict,
-// 410 session_gone, 412 stale_token, 503 unavailable.
+// 410 session_gone, 412 stale_token, 503 unavailable, and 500 internal,
+// whose message is only a ref to the server's log. A message names only
+// what the request sent, never another holder's token or lease.
 //
 // # Sessions are leases
 //

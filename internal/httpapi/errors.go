@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -116,6 +118,25 @@ func statusOf(err error) (int, ErrorBody) {
 // writeError sends err as its status and JSON body.
 func writeError(w http.ResponseWriter, err error) {
 	status, body := statusOf(err)
+	writeBody(w, status, body)
+}
+
+// internalMessage is the message of a 500: its cause may carry etcd key
+// paths and other holders' data, so it goes to the server's log only,
+// under ref.
+func internalMessage(ref string) string {
+	return "internal error; the server's log has its cause under ref " + ref
+}
+
+// errorRef returns a random reference that ties an answer to its log line.
+func errorRef() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// writeBody sends an error's status and body.
+func writeBody(w http.ResponseWriter, status int, body ErrorBody) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="etcdpool"`)
 	}

@@ -179,11 +179,15 @@ func (s *Server) wrap(rt route) http.Handler {
 			err = rt.h(w, r, p)
 		}
 		if err != nil {
-			status, _ := statusOf(err)
+			status, body := statusOf(err)
 			if status >= 500 {
-				s.log.Warn("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+				ref := errorRef()
+				s.log.Warn("api request failed", "method", r.Method, "path", r.URL.Path, "ref", ref, "err", err)
+				if status == http.StatusInternalServerError {
+					body.Message = internalMessage(ref)
+				}
 			}
-			writeError(w, err)
+			writeBody(w, status, body)
 		}
 	})
 }
