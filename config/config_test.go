@@ -30,6 +30,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad instance address", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i", Address: "no-port"}} }, "agent.instances[0].address"},
 		{"bad instance port", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i", Address: "h:99999"}} }, "agent.instances[0].address"},
 		{"duplicate instance", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i"}, {Pool: "p", ID: "i"}} }, "agent.instances[1].id"},
+		{"two instances at one address", func(c *Config) {
+			c.Agent.Instances = []Instance{{Pool: "p", ID: "i", Address: "h:1"}, {Pool: "q", ID: "i", Address: "h:1"}, {Pool: "p", ID: "j", Address: "h:1"}}
+		}, "agent.instances[2].address"},
 		{"slash in pool name", func(c *Config) { c.Sidecar.Pool = "a/b" }, "sidecar.pool"},
 		{"endpoint with another scheme", func(c *Config) { c.Etcd.Endpoints = []string{"unix://127.0.0.1:2379"} }, "etcd.endpoints"},
 		{"http endpoint with TLS", func(c *Config) { c.Etcd.Endpoints, c.Etcd.TLS.CAFile = []string{"HTTP://127.0.0.1:2379"}, "ca.pem" }, "etcd.endpoints"},

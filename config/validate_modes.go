@@ -29,7 +29,7 @@ func (c Config) validateAgent() error {
 		}
 		pools[p.Name] = true
 	}
-	seen := map[string]bool{}
+	seen, at := map[string]bool{}, map[string]string{}
 	for i, in := range a.Instances {
 		f := fmt.Sprintf("agent.instances[%d]", i)
 		if err := checkInstance(f, in); err != nil {
@@ -39,6 +39,13 @@ func (c Config) validateAgent() error {
 			return fieldErr(f+".id", "instance %q of pool %q is listed twice", in.ID, in.Pool)
 		}
 		seen[in.Pool+"/"+in.ID] = true
+		if in.Address == "" {
+			continue
+		}
+		if id, ok := at[in.Pool+"/"+in.Address]; ok {
+			return fieldErr(f+".address", "%s is instance %q's address in pool %q already: one worker under two IDs would serve two claims at once", in.Address, id, in.Pool)
+		}
+		at[in.Pool+"/"+in.Address] = in.ID
 	}
 	return nil
 }

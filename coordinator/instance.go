@@ -43,10 +43,15 @@ func (e *InstanceOwnedError) Unwrap() error { return ErrConflict }
 // RegisterInstance writes only a key that is absent or already bound to
 // lease, in one transaction that compares the key's lease. While another
 // lease holds the key it writes nothing and returns an
-// *InstanceOwnedError; see TakeOverInstance.
+// *InstanceOwnedError; see TakeOverInstance. An address that another
+// instance of the pool is registered at is refused with ErrConflict
+// (addrFree).
 func (c *Coordinator) RegisterInstance(ctx context.Context, pool string, lease clientv3.LeaseID, in Instance) (Instance, error) {
 	put, err := c.instancePut(pool, lease, &in)
 	if err != nil {
+		return Instance{}, err
+	}
+	if err := c.addrFree(ctx, pool, in); err != nil {
 		return Instance{}, err
 	}
 	key, spec := c.k.instance(pool, in.ID), c.specExists(pool)
@@ -78,6 +83,9 @@ func (c *Coordinator) TakeOverInstance(ctx context.Context, pool string, from, l
 	if err != nil {
 		return Instance{}, err
 	}
+	if err := c.addrFree(ctx, pool, in); err != nil {
+		return Instance{}, err
+	}
 	key := c.k.instance(pool, in.ID)
 	resp, err := c.cli.Txn(ctx).If(c.specExists(pool), clientv3.Compare(clientv3.CreateRevision(key), ">", 0), leaseIs(key, from)).
 		Then(put).Else(clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)).Commit()
@@ -91,6 +99,30 @@ func (c *Coordinator) TakeOverInstance(ctx context.Context, pool string, from, l
 	}
 	in.Lease, in.Revision = lease, resp.Header.Revision
 	return in, nil
+}
+
+// addrFree refuses in's address when another instance of pool is
+// registered at it (ErrConflict, naming that instance): two IDs at one
+// address would let two exclusive claims reach one worker. It reads the
+// pool's instances before the caller's txn, not in it, so two
+// registrations that race may both pass: it catches a misconfiguration,
+// it is not a lock. An instance without an address is not checked.
+func (c *Coordinator) addrFree(ctx context.Context, pool string, in Instance) error {
+	if in.Addr == "" {
+		return nil
+	}
+	resp, err := c.cli.Get(ctx, c.k.instances(pool), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("coordinator: register instance %q in %q: read its pool's instances: %w", in.ID, pool, err)
+	}
+	for _, kv := range resp.Kvs {
+		var x Instance
+		if json.Unmarshal(kv.Value, &x) == nil && x.ID != in.ID && x.Addr == in.Addr {
+			return fmt.Errorf("%w: instance %q of pool %q is registered at %s already; one worker under two IDs would serve two claims at once",
+				ErrConflict, x.ID, pool, in.Addr)
+		}
+	}
+	return nil
 }
 
 // instancePut validates in and returns the put that registers it under

@@ -175,3 +175,35 @@ func TestManyUnadmittedInstanceKeysSaySo(t *testing.T) {
 		t.Fatalf("claim: %v; want ErrForeignKey naming %q", err, prefix+"w00")
 	}
 }
+
+// Two instance IDs at one address of a pool would let two exclusive
+// claims reach one worker: the second registration is refused with
+// ErrConflict naming the first. Re-registering the same instance, another
+// address, or another pool is fine. Found by a review (2026-12-05).
+func TestInstanceAddressTakenRefused(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 10*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4})
+	testkit.CreatePool(t, c, "q", coordinator.PoolSpec{Capacity: 4})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	reg := func(pool, id, addr string) error {
+		_, err := c.RegisterInstance(ctx, pool, agent.Lease(), coordinator.Instance{ID: id, Addr: addr})
+		return err
+	}
+	if err := reg("p", "a", "10.0.0.1:80"); err != nil {
+		t.Fatal(err)
+	}
+	err := reg("p", "b", "10.0.0.1:80")
+	if !errors.Is(err, coordinator.ErrConflict) || !strings.Contains(err.Error(), `instance "a"`) {
+		t.Fatalf("second ID at one address: %v, want ErrConflict naming instance a", err)
+	}
+	other := testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.TakeOverInstance(ctx, "p", agent.Lease(), other.Lease(), coordinator.Instance{ID: "c", Addr: "10.0.0.1:80"}); !errors.Is(err, coordinator.ErrConflict) {
+		t.Fatalf("takeover to an address taken: %v, want ErrConflict", err)
+	}
+	for _, ok := range [][3]string{{"p", "a", "10.0.0.1:80"}, {"p", "b", "10.0.0.2:80"}, {"q", "b", "10.0.0.1:80"}, {"p", "c", ""}, {"p", "d", ""}} {
+		if err := reg(ok[0], ok[1], ok[2]); err != nil {
+			t.Errorf("register %v: %v", ok, err)
+		}
+	}
+}
