@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,9 @@ func TestCompleteValues(t *testing.T) {
 	h.createPool("gpu", coordinator.PoolSpec{Capacity: 3})
 	h.createPool("builds", coordinator.PoolSpec{Capacity: 1})
 	agent := h.session(10 * time.Second)
-	for _, id := range []string{"node-0", "node-1", "spare"} {
-		if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{ID: id, Addr: "10.0.0.9:1", Seats: 1}); err != nil {
+	for i, id := range []string{"node-0", "node-1", "spare"} {
+		addr := fmt.Sprintf("10.0.0.9:%d", i+1)
+		if _, err := h.c.RegisterInstance(testkit.Ctx(t, 5*time.Second), "gpu", agent.Lease(), coordinator.Instance{ID: id, Addr: addr, Seats: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,11 +37,11 @@ func TestCompleteValues(t *testing.T) {
 		{"describe pools", []string{"describe", ""}, []string{"builds", "gpu"}},
 		{"pools by prefix", []string{"queue", "g"}, []string{"gpu"}},
 		{"no second pool", []string{"seats", "gpu", ""}, nil},
-		{"drain instances", []string{"drain", "gpu", ""}, []string{"node-0\tready 10.0.0.9:1", "node-1\tready 10.0.0.9:1", "spare\tready 10.0.0.9:1"}},
-		{"undrain instances by prefix", []string{"undrain", "gpu", "no"}, []string{"node-0\tready 10.0.0.9:1", "node-1\tready 10.0.0.9:1"}},
+		{"drain instances", []string{"drain", "gpu", ""}, []string{"node-0\tready 10.0.0.9:1", "node-1\tready 10.0.0.9:2", "spare\tready 10.0.0.9:3"}},
+		{"undrain instances by prefix", []string{"undrain", "gpu", "no"}, []string{"node-0\tready 10.0.0.9:1", "node-1\tready 10.0.0.9:2"}},
 		{"instances of an unknown pool", []string{"drain", "nope", ""}, nil},
 		{"release seats", []string{"release", "gpu", ""}, seats},
-		{"run --instance", []string{"run", "gpu", "--instance", "s"}, []string{"spare\tready 10.0.0.9:1"}},
+		{"run --instance", []string{"run", "gpu", "--instance", "s"}, []string{"spare\tready 10.0.0.9:3"}},
 		{"-o", []string{"status", "-o", ""}, []string{"table\taligned columns", "wide\ttable with more columns",
 			"json\tthe documented JSON schema", "yaml\tthe JSON schema as YAML"}},
 		{"--type", []string{"watch", "--type", ""}, eventTypeNames()},
