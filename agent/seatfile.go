@@ -53,6 +53,10 @@ type SeatRecord struct {
 	Address string `json:"address,omitempty"`
 	// Labels are the instance's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Draining is true once the instance has been seen draining while the
+	// seat is held: finish the work on it; the seat goes at the drain's
+	// timeout, with the instance (coordinator.Claim.Draining).
+	Draining bool `json:"draining,omitempty"`
 	// Reason is a coordinator loss reason (expired, force_released,
 	// instance_gone, pool_deleted, unknown) when State is lost.
 	Reason string `json:"reason,omitempty"`
@@ -70,7 +74,7 @@ func (r SeatRecord) Env() []byte {
 		{"STATE", r.State}, {"POOL", r.Pool}, {"NUMBER", strconv.Itoa(r.Seat)},
 		{"TOKEN", strconv.FormatInt(r.Token, 10)}, {"LEASE", r.Lease}, {"HOLDER", r.Holder},
 		{"TENANT", r.Tenant}, {"INSTANCE", r.Instance}, {"ADDRESS", r.Address},
-		{"LABELS", config.FormatLabels(r.Labels)}, {"REASON", r.Reason}, {"ERROR", r.Error},
+		{"LABELS", config.FormatLabels(r.Labels)}, {"DRAINING", strconv.FormatBool(r.Draining)}, {"REASON", r.Reason}, {"ERROR", r.Error},
 	} {
 		fmt.Fprintf(&b, "ETCDPOOL_SEAT_%s=%s\n", kv[0], shellQuote(kv[1]))
 	}

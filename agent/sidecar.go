@@ -117,13 +117,22 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	log := s.o.log.With("pool", s.cfg.Pool, "seat", cl.Seat(), "token", cl.Token(), "lease", leaseHex(sess.Lease()))
 	log.Info("seat held", "instance", s.Record().Instance)
-	select {
-	case <-ctx.Done():
-		s.release(sess, cl)
-		log.Info("seat released")
-		return nil
-	case <-cl.Done():
-		return s.lose(ctx, sess, cl)
+	draining := cl.Draining()
+	for {
+		select {
+		case <-ctx.Done():
+			s.release(sess, cl)
+			log.Info("seat released")
+			return nil
+		case <-cl.Done():
+			return s.lose(ctx, sess, cl)
+		case <-draining:
+			draining = nil // once
+			rec := s.Record()
+			rec.Draining = true
+			_ = s.update(rec) // the probes keep passing: the seat is held
+			log.Warn("instance draining; the seat goes at the drain's timeout", "instance", rec.Instance)
+		}
 	}
 }
 

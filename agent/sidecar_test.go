@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,14 +250,7 @@ func testSidecarClaimsAfresh(t *testing.T, state string, oldTTL time.Duration, e
 // that the instance cannot be bound again meanwhile; then the sidecar
 // frees it. Before 2026-12-05 the seat went as the loss was seen.
 func TestSidecarHoldsGoneInstanceUntilAppStopped(t *testing.T) {
-	_, cli, co := setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
-	agent := testkit.Session(t, cli, 10*time.Second)
-	if _, err := co.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "bot-1", Addr: "10.0.0.1:80"}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cli, co, agent := poolWithBot(t)
 	cfg := sidecarConfig(t)
 	cfg.TTL, cfg.AppStopWithin, cfg.Instance = config.Duration(4*time.Second), config.Duration(1500*time.Millisecond), "bot-1"
 	sc := NewSidecar(co, cfg)
@@ -288,4 +282,45 @@ func TestSidecarHoldsGoneInstanceUntilAppStopped(t *testing.T) {
 		t.Error("seat still held after Run returned")
 	}
 	t.Logf("seat freed %v after /readyz failed (appStopWithin %v)", time.Since(failed), cfg.AppStopWithin)
+}
+
+// TestSidecarSaysDraining: the instance of the sidecar's seat starts
+// draining; the seat file says so (draining: true, and in the env file),
+// and the probes keep passing while the seat is held.
+func TestSidecarSaysDraining(t *testing.T) {
+	ctx, _, co, _ := poolWithBot(t)
+	cfg := sidecarConfig(t)
+	sc := NewSidecar(co, cfg)
+	srv := httptest.NewServer(sc.Handler(nil))
+	defer srv.Close()
+	runSidecar(t, sc)
+	testkit.Eventually(t, 5*time.Second, "held", sc.Held)
+	if _, err := co.SetInstanceState(ctx, "p", "bot-1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the seat file to say draining", func() bool {
+		b, err := os.ReadFile(cfg.SeatFile)
+		var rec SeatRecord
+		return err == nil && json.Unmarshal(b, &rec) == nil && rec.Draining && rec.State == StateHeld
+	})
+	if env, err := os.ReadFile(cfg.EnvPath()); err != nil || !strings.Contains(string(env), "ETCDPOOL_SEAT_DRAINING='true'") {
+		t.Errorf("env file %q, %v: want ETCDPOOL_SEAT_DRAINING='true'", env, err)
+	}
+	if code := get(t, srv.URL+ReadyzPath); code != 200 {
+		t.Errorf("/readyz = %d while the seat is held on a draining instance, want 200", code)
+	}
+}
+
+// poolWithBot makes pool p, capacity 2, with instance bot-1 registered by
+// an agent whose session it returns, and a context for the test.
+func poolWithBot(t *testing.T) (context.Context, *clientv3.Client, *coordinator.Coordinator, *coordinator.Session) {
+	_, cli, co := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := co.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "bot-1", Addr: "10.0.0.1:80"}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, cli, co, agent
 }

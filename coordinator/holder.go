@@ -38,11 +38,15 @@ type Claim struct {
 	releases int           // Release calls running
 	relEnded chan struct{} // closed when the running Release calls have all ended
 
+	drainc    chan struct{} // closed once the bound instance is seen draining (draining.go)
+	drainOnce sync.Once
+
 	reusable atomic.Bool // its name may be reused once released (names.go)
 }
 
 func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {
-	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, claim: queueName(s.Lease(), rec.Nonce), rec: rec, inst: inst, donec: make(chan struct{})}
+	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, claim: queueName(s.Lease(), rec.Nonce), rec: rec, inst: inst,
+		donec: make(chan struct{}), drainc: make(chan struct{})}
 	cl.mu.Lock()
 	cl.stopSess = context.AfterFunc(s.life, cl.sessionEnded)
 	cl.mu.Unlock()
@@ -343,6 +347,7 @@ func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, o
 			cl.instanceGone(ctx)
 			return true, 0
 		}
+		cl.instanceState(ev.Kv.Value)
 	}
 	if ok && wr.Err() == nil {
 		return false, 0
@@ -351,6 +356,9 @@ func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, o
 	if rev > 0 && kv == nil {
 		cl.instanceGone(ctx)
 		return true, 0
+	}
+	if kv != nil {
+		cl.instanceState(kv.Value)
 	}
 	return false, rev + 1
 }

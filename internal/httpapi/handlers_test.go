@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/httpapi"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 // The whole life of a session and a seat, with every status a holder can
@@ -192,4 +193,35 @@ func TestLossStream(t *testing.T) {
 // streamPath is the loss stream of claim c.
 func streamPath(pool string, c reply, session string) string {
 	return fmt.Sprintf("/v1/pools/%s/seats/%d/events?token=%d&session=%s", pool, c.num("seat"), c.num("token"), session)
+}
+
+// TestLossStreamSaysDraining: the instance of a seat starts draining while
+// the seat is held; the loss stream says "draining", and then, when the
+// instance goes, "lost" with instance_gone.
+func TestLossStreamSaysDraining(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createPool("p", coordinator.PoolSpec{Capacity: 2})
+	ctx := context.Background()
+	agent := testkit.Session(t, e.cli, 10*time.Second)
+	if _, err := e.co.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1", Addr: "10.0.0.1:80"}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.session("", 5)
+	c := e.claim("", "p", map[string]any{"session": s, "instance": "i1"}).want(t, "claim", 201, "")
+	rd := e.openStream(t, streamPath("p", c, s), "")
+	if ev, _ := sseEvent(t, rd); ev != "held" {
+		t.Fatalf("first event %q, want held", ev)
+	}
+	if _, err := e.co.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	if ev, data := sseEvent(t, rd); ev != "draining" || !strings.Contains(data, `"instance":"i1"`) {
+		t.Fatalf("event %q %s, want draining for i1", ev, data)
+	}
+	if err := e.co.DeregisterInstance(ctx, "p", "i1"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, data := sseEvent(t, rd); ev != "lost" || !strings.Contains(data, `"reason":"instance_gone"`) {
+		t.Fatalf("event %q %s, want lost, instance_gone", ev, data)
+	}
 }

@@ -132,7 +132,9 @@ func (s *Server) leaseEnds(ctx context.Context, sess *coordinator.Session) bool 
 }
 
 // lossStream is GET /v1/pools/{pool}/seats/{seat}/events: "held" at once,
-// then one "lost" (or "closed") event when the seat is lost, and the end.
+// "draining" if the seat's instance starts draining meanwhile (the seat is
+// still held: finish and release it), then one "lost" (or "closed") event
+// when the seat is lost, and the end.
 func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	ref, err := parseSeatRef(r)
 	if err != nil {
@@ -151,8 +153,14 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 	}
 	tick := time.NewTicker(pingInterval)
 	defer tick.Stop()
+	draining := cl.Draining()
 	for {
 		select {
+		case <-draining:
+			draining = nil // told once
+			if e.send("draining", claimView(cl)) != nil {
+				return nil
+			}
 		case <-r.Context().Done():
 			if errors.Is(context.Cause(r.Context()), ErrServerStopping) {
 				_ = e.send("closed", LossView{Pool: ref.pool, Seat: ref.seat, Token: ref.token, Reason: ReasonServerClosed, Message: serverClosedMsg})

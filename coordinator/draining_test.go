@@ -1,0 +1,60 @@
+package coordinator_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
+)
+
+// A holder is told when the instance its seat is bound to starts
+// draining, while it still holds the seat; an anonymous seat never is.
+// Before 2026-12-05 a holder learned of a drain only at its timeout, as
+// ErrInstanceGone.
+func TestDrainingTellsHolder(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1", Seats: 2}); err != nil {
+		t.Fatal(err)
+	}
+	s := testkit.Session(t, cli, 10*time.Second)
+	bound := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
+	draining := bound.Draining()
+	// A change that is not a drain (re-registered with labels) says nothing.
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1", Seats: 2, Labels: map[string]string{"z": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-draining:
+		t.Fatal("Draining closed for an instance that is ready")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-draining:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Draining did not close after the instance started draining")
+	}
+	select {
+	case <-bound.Done():
+		t.Fatalf("Done closed on a drain: %v", bound.Err())
+	default:
+	}
+	if err := bound.Release(ctx); err != nil {
+		t.Fatalf("release while draining: %v", err)
+	}
+
+	// Anonymous: a pool without instances.
+	testkit.CreatePool(t, c, "anon", coordinator.PoolSpec{Capacity: 1})
+	anon := mustClaim(t, ctx, c, s, "anon")
+	select {
+	case <-anon.Draining():
+		t.Fatal("Draining closed for an anonymous seat")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
