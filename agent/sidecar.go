@@ -280,6 +280,15 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 		s.o.onSessionLost()
 	}
 	retry.Sleep(ctx, s.lossHold(cause))
+	if errors.Is(cause, coordinator.ErrInstanceGone) && sess.Err() == nil {
+		// Still held (lossHold): a release records the instance's loss,
+		// where the session's revoke would read as an expiry.
+		rctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
+		if err := cl.Release(rctx); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
+			s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
+		}
+		cancel()
+	}
 	s.o.closeSession(sess)
 	s.dropState()
 	return fmt.Errorf("%w: %w", ErrSeatLost, cause)

@@ -251,6 +251,7 @@ func testSidecarClaimsAfresh(t *testing.T, state string, oldTTL time.Duration, e
 // frees it. Before 2026-12-05 the seat went as the loss was seen.
 func TestSidecarHoldsGoneInstanceUntilAppStopped(t *testing.T) {
 	ctx, cli, co, agent := poolWithBot(t)
+	events := co.Watch(ctx, "p")
 	cfg := sidecarConfig(t)
 	cfg.TTL, cfg.AppStopWithin, cfg.Instance = config.Duration(4*time.Second), config.Duration(1500*time.Millisecond), "bot-1"
 	sc := NewSidecar(co, cfg)
@@ -280,6 +281,16 @@ func TestSidecarHoldsGoneInstanceUntilAppStopped(t *testing.T) {
 	}
 	if held() {
 		t.Error("seat still held after Run returned")
+	}
+	// Freed by a release recording the instance's loss, not by the
+	// session's revoke, which the pool's events would call an expiry.
+	for ev := range events {
+		if ev.Type != coordinator.EventSeatClaimed && ev.Seat >= 0 {
+			if ev.LossReason() != coordinator.ReasonInstanceGone {
+				t.Errorf("the seat's end: event %s, loss reason %q; want %q", ev.Type, ev.LossReason(), coordinator.ReasonInstanceGone)
+			}
+			break
+		}
 	}
 	t.Logf("seat freed %v after /readyz failed (appStopWithin %v)", time.Since(failed), cfg.AppStopWithin)
 }

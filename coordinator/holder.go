@@ -40,13 +40,15 @@ type Claim struct {
 
 	drainc    chan struct{} // closed once the bound instance is seen draining (draining.go)
 	drainOnce sync.Once
+	freedc    chan struct{} // closed once a Release of this claim freed the seat
+	freedOnce sync.Once
 
 	reusable atomic.Bool // its name may be reused once released (names.go)
 }
 
 func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {
 	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, claim: queueName(s.Lease(), rec.Nonce), rec: rec, inst: inst,
-		donec: make(chan struct{}), drainc: make(chan struct{})}
+		donec: make(chan struct{}), drainc: make(chan struct{}), freedc: make(chan struct{})}
 	cl.mu.Lock()
 	cl.stopSess = context.AfterFunc(s.life, cl.sessionEnded)
 	cl.mu.Unlock()
@@ -128,6 +130,13 @@ func (cl *Claim) Err() error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	return cl.err
+}
+
+// instanceWent reports whether the claim ended because its instance went.
+func (cl *Claim) instanceWent() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return errors.Is(cl.err, ErrInstanceGone)
 }
 
 func (cl *Claim) lost() bool {
@@ -419,6 +428,12 @@ func (cl *Claim) classify(ctx context.Context, del int64) {
 	case get(1) == nil:
 		cl.lose(ErrPoolDeleted, cl.pool)
 	case cl.rec.Instance != "" && get(2) == nil:
+		// The seat went with the instance, or with the holder's lease
+		// when the instance went too (both ended): the lease tells.
+		if v := cl.leaseVerdict(ctx); !errors.Is(v, ErrSeatLost) {
+			cl.lose(v, "")
+			return
+		}
 		cl.lose(ErrInstanceGone, cl.rec.Instance)
 	default:
 		if v := cl.leaseVerdict(ctx); !errors.Is(v, ErrSeatLost) || c.ctx.Err() == nil {
@@ -461,8 +476,16 @@ func (cl *Claim) instanceGone(mctx context.Context) {
 	if !cl.awaitRelease(mctx) {
 		return
 	}
-	if cl.poolGone() {
+	poolGone, seatGone := cl.afterInstance()
+	switch {
+	case poolGone:
 		cl.lose(ErrPoolDeleted, cl.pool)
+		return
+	case seatGone:
+		// Gone in the same revision as the instance (one lease bound
+		// both, or both ended): the seat's own end says why, and there is
+		// no seat left to hold.
+		cl.classify(mctx, 0)
 		return
 	}
 	cl.lose(ErrInstanceGone, cl.rec.Instance)
@@ -477,21 +500,30 @@ func (cl *Claim) instanceGone(mctx context.Context) {
 	}
 }
 
-// poolGone reports whether etcd says the claim's pool is gone (its spec
-// key deleted); false when it cannot tell.
-func (cl *Claim) poolGone() bool {
+// afterInstance reads, once the claim's instance went, the pool's spec and
+// the claim's seat key in one txn: whether the pool is gone, and whether
+// the seat is (its key gone or another's). Both false when etcd does not
+// answer: the seat is then taken as held, which the hold keeps safe.
+func (cl *Claim) afterInstance() (poolGone, seatGone bool) {
 	ctx, cancel := cl.c.cleanupCtx()
 	defer cancel()
-	resp, err := cl.c.cli.Get(ctx, cl.c.k.spec(cl.pool))
-	return err == nil && len(resp.Kvs) == 0
+	resp, err := cl.c.cli.Txn(ctx).Then(clientv3.OpGet(cl.c.k.spec(cl.pool)), clientv3.OpGet(cl.key())).Commit()
+	if err != nil {
+		return false, false
+	}
+	seat := resp.Responses[1].GetResponseRange().Kvs
+	return len(resp.Responses[0].GetResponseRange().Kvs) == 0, len(seat) == 0 || seat[0].CreateRevision != cl.token
 }
 
 // holdGone waits out the hold of a claim whose instance went
 // (instanceGone) and reports whether its seat is still to be freed: not
-// when the hold is negative, nor when the session or the Coordinator ends
-// first (the session's end frees the seat; after Close nothing of this
-// process frees seats). A Release of the holder meanwhile frees it itself,
-// and the fenced txn after the hold then changes nothing.
+// when the hold is negative, nor when a Release of the holder has freed
+// it, the session has ended (its end frees the seat), or the Coordinator
+// has closed (after Close nothing of this process frees seats). A
+// borrowed session (the HTTP API's) is followed, not kept: its Close says
+// nothing of the lease, which its client may keep alive, so the hold runs
+// on past it and the fenced txn after it frees the seat if the lease still
+// holds it.
 func (cl *Claim) holdGone() bool {
 	d := cl.c.opts.goneHold
 	switch {
@@ -504,8 +536,9 @@ func (cl *Claim) holdGone() bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return cl.sess.live()
-	case <-cl.sess.Done():
+		return cl.sess.live() || cl.sess.Borrowed()
+	case <-cl.sess.leaseDone():
+	case <-cl.freedc:
 	case <-cl.c.ctx.Done():
 	}
 	return false

@@ -223,9 +223,10 @@ func (c *Coordinator) setInstanceState(ctx context.Context, pool, id string, sta
 	return in, nil
 }
 
-// DeregisterInstance deletes an instance. Claims bound to it lose their
-// seats with ErrInstanceGone. It is for operators; an agent deletes its own
-// instances with DeregisterInstanceIfOwner.
+// DeregisterInstance deletes an instance. Claims bound to it end with
+// ErrInstanceGone, and their seats are freed when their holders release
+// them or after the hold (WithInstanceGoneHold). It is for operators; an
+// agent deletes its own instances with DeregisterInstanceIfOwner.
 func (c *Coordinator) DeregisterInstance(ctx context.Context, pool, id string) error {
 	return c.deregister(ctx, pool, id, nil)
 }

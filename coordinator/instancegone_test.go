@@ -147,3 +147,49 @@ func TestGoneInstanceHoldDefaults(t *testing.T) {
 		}
 	})
 }
+
+// When the seat goes in the same revision as its instance (one lease bound
+// both, and it ended), the claim ends with the lease's end, not
+// ErrInstanceGone, which says the seat is still held for the hold. Found
+// by a review (2026-12-05): it said ErrInstanceGone, and poolctl run gave
+// its command --kill-grace on a seat already free.
+func TestSeatGoneWithInstanceSaysExpired(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 1})
+	s := testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", s.Lease(), coordinator.Instance{ID: "bot-1"}); err != nil {
+		t.Fatal(err)
+	}
+	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("bot-1"))
+	done := cl.Done()
+	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if !errors.Is(cl.Err(), coordinator.ErrSessionExpired) {
+		t.Fatalf("Err = %v, want ErrSessionExpired: the seat went with the lease", cl.Err())
+	}
+}
+
+// A holder that releases after its instance went records the instance's
+// loss, so the pool's events count it as such (not a plain release); the
+// hold then ends with the release.
+func TestReleaseAfterInstanceGoneSaysSo(t *testing.T) {
+	c, _ := newCoord(t, coordinator.WithInstanceGoneHold(time.Minute))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	events := c.Watch(ctx, "p")
+	first, _ := goneInstance(t, ctx, c, 10*time.Second)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range events {
+		if ev.Type == coordinator.EventSeatReleased || ev.Type == coordinator.EventSeatExpired {
+			if ev.LossReason() != coordinator.ReasonInstanceGone {
+				t.Fatalf("event %s reason %q: LossReason %q, want %q", ev.Type, ev.Reason, ev.LossReason(), coordinator.ReasonInstanceGone)
+			}
+			return
+		}
+	}
+	t.Fatal("no release event")
+}

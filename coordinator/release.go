@@ -107,6 +107,11 @@ func (cl *Claim) Release(ctx context.Context) error {
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
 	defer cl.startRelease()()
+	if !rel.Forced && rel.Reason == "" && cl.instanceWent() {
+		// Released after its instance went (the hold, holder.go): the
+		// pool's events count it as that loss, not as a plain release.
+		rel.Reason = ReasonInstanceGone
+	}
 	h := cl.held()
 	ops := c.releaseOps(h, rel)
 	next, done := c.handoff(h, ops)
@@ -121,6 +126,7 @@ func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 			// A retry that finds our own release record: an earlier try
 			// committed and its answer was lost.
 			cl.releasedBy(rel)
+			cl.freedOnce.Do(func() { close(cl.freedc) })
 			c.released(cl, next)
 			if denied != nil {
 				c.deniedHandoff(cl.pool, time.Now())

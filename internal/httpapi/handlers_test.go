@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/httpapi"
@@ -223,5 +226,52 @@ func TestLossStreamSaysDraining(t *testing.T) {
 	}
 	if ev, data := sseEvent(t, rd); ev != "lost" || !strings.Contains(data, `"reason":"instance_gone"`) {
 		t.Fatalf("event %q %s, want lost, instance_gone", ev, data)
+	}
+}
+
+// TestInstanceGoneSeatFreedAfterIdleSweep: a seat whose instance went is
+// held for the hold (the session's TTL) and then freed by the replica
+// that told the client "lost", even though it closed its copy of the
+// session, idle, meanwhile: the client keeps the lease alive. Found by a
+// review (2026-12-05): the seat stayed held for as long as the lease.
+func TestInstanceGoneSeatFreedAfterIdleSweep(t *testing.T) {
+	e := newEnv(t, nil, httpapi.WithSessionIdle(time.Second))
+	ctx := testkit.Ctx(t, 30*time.Second)
+	e.createPool("p", coordinator.PoolSpec{Capacity: 1})
+	agent := testkit.Session(t, e.cli, 10*time.Second)
+	if _, err := e.co.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "bot-1"}); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 3
+	s := e.session("", ttl)
+	lease, err := strconv.ParseUint(s[:16], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka, err := e.cli.KeepAlive(ctx, clientv3.LeaseID(lease)) // the client keeps its session alive
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range ka {
+		}
+	}()
+	c := e.claim("", "p", map[string]any{"session": s, "instance": "bot-1"}).want(t, "claim", 201, "")
+	rd := e.openStream(t, streamPath("p", c, s), "")
+	if ev, _ := sseEvent(t, rd); ev != "held" {
+		t.Fatalf("first event %q, want held", ev)
+	}
+	if _, err := e.cli.Revoke(ctx, agent.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if ev, data := sseEvent(t, rd); ev != "lost" || !strings.Contains(data, "instance_gone") {
+		t.Fatalf("event %q %s, want lost, instance_gone", ev, data)
+	}
+	took := testkit.Eventually(t, ttl*time.Second+5*time.Second, "the seat freed after the hold", func() bool {
+		seats, err := e.co.Seats(ctx, "p")
+		return err == nil && len(seats) == 0
+	})
+	if took < ttl*time.Second-500*time.Millisecond {
+		t.Errorf("seat freed %v after the loss, within the hold (the session's TTL, %ds)", took, ttl)
 	}
 }

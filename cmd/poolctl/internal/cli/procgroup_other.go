@@ -19,8 +19,10 @@ func startGroup(string, []string, []string, io.Reader, io.Writer, io.Writer) (*g
 	return nil, errors.New("run needs Unix process groups and is not supported on this platform")
 }
 
-func (g *group) signal(os.Signal)          {}
-func (g *group) stop(time.Duration) string { return "" }
-func (g *group) exitCode() int             { return ExitError }
-func (g *group) close()                    {}
-func (g *group) describe() string          { return "" }
+func (g *group) signal(os.Signal) {}
+func (g *group) stop(time.Duration, <-chan time.Duration) string {
+	return ""
+}
+func (g *group) exitCode() int    { return ExitError }
+func (g *group) close()           {}
+func (g *group) describe() string { return "" }

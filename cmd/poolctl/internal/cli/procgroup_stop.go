@@ -17,29 +17,41 @@ var termSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 const pollInterval = 10 * time.Millisecond
 
 // stop ends the command and everything it started: SIGTERM, then SIGKILL if
-// anything is still running after grace. It returns what it did, for the
-// user.
-func (g *group) stop(grace time.Duration) string {
+// anything is still running after grace. A value d received from cut (nil:
+// none) brings SIGKILL forward to d from then, if that is sooner: the seat
+// the grace relied on may be lost meanwhile (sessionCut). It returns what
+// it did, for the user.
+func (g *group) stop(grace time.Duration, cut <-chan time.Duration) string {
 	if g.gone() {
 		return "nothing was left running"
 	}
 	g.terminate()
-	if g.waitGone(grace) {
+	start := time.Now()
+	if g.waitGone(start.Add(grace), cut) {
 		return "sent SIGTERM to the command's process group"
 	}
 	g.kill()
-	g.waitGone(grace)
-	return fmt.Sprintf("the command's process group survived SIGTERM for %v and was sent SIGKILL", grace)
+	g.waitGone(time.Now().Add(grace), nil)
+	return fmt.Sprintf("the command's process group survived SIGTERM for %v and was sent SIGKILL", time.Since(start).Round(time.Millisecond))
 }
 
-// waitGone polls gone for up to d.
-func (g *group) waitGone(d time.Duration) bool {
-	deadline := time.Now().Add(d)
+// waitGone polls gone until deadline, which a value d from cut brings
+// forward to d from then.
+func (g *group) waitGone(deadline time.Time, cut <-chan time.Duration) bool {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
 	for !g.gone() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(pollInterval)
+		select {
+		case d := <-cut:
+			if sooner := time.Now().Add(d); sooner.Before(deadline) {
+				deadline = sooner
+			}
+			cut = nil
+		case <-tick.C:
+		}
 	}
 	return true
 }

@@ -52,7 +52,7 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 	drain.start(c, cl.Pool(), grp)
 	select {
 	case <-grp.exited:
-		grp.stop(o.KillGrace) // whatever the command left running
+		grp.stop(o.KillGrace, sessionCut(sess, o.KillGrace)) // whatever the command left running
 		if lost := cl.Err(); lost != nil {
 			return o.lost(cl, lost, "the command exited meanwhile")
 		}
@@ -65,9 +65,30 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 		}
 		return nil
 	case <-lost:
-		how := grp.stop(lossGrace(cl.Err(), sess, o.KillGrace))
-		return o.lost(cl, cl.Err(), how)
+		why := cl.Err()
+		how := grp.stop(lossGrace(why, sess, o.KillGrace), sessionCut(sess, o.KillGrace))
+		if errors.Is(why, coordinator.ErrInstanceGone) && sess.Err() == nil {
+			// Held until now (WithInstanceGoneHold(-1) in Run): freed by a
+			// release, which records the instance's loss, rather than
+			// the session's revoke, which would read as an expiry.
+			o.release(cl)
+		}
+		return o.lost(cl, why, how)
 	}
+}
+
+// sessionCut sends, once sess ends, the grace its end leaves a command
+// whose grace relied on the seat staying held (lossGrace of the session's
+// loss: half the margin past a local deadline, none past the lease's end
+// on the server); nothing while sess lives. It is for stop, which shortens
+// its grace to it.
+func sessionCut(sess *coordinator.Session, grace time.Duration) <-chan time.Duration {
+	cut := make(chan time.Duration, 1)
+	go func() { // ends with the session, which run closes as it returns
+		<-sess.Done()
+		cut <- lossGrace(sess.Err(), sess, grace)
+	}()
+	return cut
 }
 
 // lossGrace is how long a command whose seat was lost (why) gets between

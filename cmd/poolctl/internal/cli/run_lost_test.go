@@ -111,6 +111,7 @@ func TestRunInstanceGoneHoldsSeatUntilCommandEnds(t *testing.T) {
 	if _, err := h.c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "node-1"}); err != nil {
 		t.Fatal(err)
 	}
+	events := h.c.Watch(ctx, "p")
 	dir, inv := t.TempDir(), newInvocation()
 	const grace = 3500 * time.Millisecond // over the TTL of 2s
 	wait := h.runChild(t, inv, dir, []string{"p", "--holder", "h", "--instance", "node-1", "--ttl", "2s", "--kill-grace", grace.String()},
@@ -143,6 +144,64 @@ func TestRunInstanceGoneHoldsSeatUntilCommandEnds(t *testing.T) {
 	}
 	if _, err := h.c.Seat(ctx, "p", s.Seat); !errors.Is(err, coordinator.ErrSeatNotFound) {
 		t.Errorf("after run: seat %d: %v, want ErrSeatNotFound", s.Seat, err)
+	}
+	// run released the seat, recording the instance's loss, rather than
+	// revoking its lease, which the pool's events would call an expiry.
+	for ev := range events {
+		if ev.Seat == s.Seat && ev.Type != coordinator.EventSeatClaimed {
+			if ev.LossReason() != coordinator.ReasonInstanceGone {
+				t.Errorf("the seat's end: event %s, loss reason %q; want %q", ev.Type, ev.LossReason(), coordinator.ReasonInstanceGone)
+			}
+			break
+		}
+	}
+}
+
+// TestRunInstanceGoneGraceEndsWithSession: after its instance went, run's
+// command gets --kill-grace because the seat stays held; but run is cut off
+// from etcd during that grace, so its session ends and the seat with it.
+// The command must then be killed before the instance, registered again,
+// can be bound to another claim. Found by a review (2026-12-05): it ran on
+// for the rest of a 15 s grace while another claim held the instance.
+func TestRunInstanceGoneGraceEndsWithSession(t *testing.T) {
+	h := newHarness(t)
+	h.createPool("p", coordinator.PoolSpec{Capacity: 4})
+	ctx := testkit.Ctx(t, 60*time.Second)
+	agent := h.session(30 * time.Second)
+	if _, err := h.c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "node-1"}); err != nil {
+		t.Fatal(err)
+	}
+	px := etcdtest.NewProxy(t, h.eps)
+	dir, inv := t.TempDir(), newInvocation()
+	inv.vars["D"] = dir
+	script := `exec 2>"$D/stderr"; trap 'touch "$D/term"' TERM; echo $$ > "$D/pid"; touch "$D/ready"; while :; do sleep 0.05; done`
+	done := make(chan result, 1)
+	go func() {
+		code := Main([]string{"--endpoints", px.URL(), "run", "p", "--instance", "node-1", "--ttl", "2s", "--kill-grace", "15s", "--", "sh", "-c", script}, inv.env)
+		done <- result{code: code, out: inv.out.String(), err: inv.err.String()}
+	}()
+	waitFile(t, filepath.Join(dir, "ready"))
+	pid := readPid(t, filepath.Join(dir, "pid"))
+	if err := h.c.DeregisterInstance(ctx, "p", "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "term")) // run saw ErrInstanceGone: SIGTERM, and 15 s of grace
+	px.Blackhole()                          // run's host cut off from etcd
+	if _, err := h.c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "node-1"}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := h.c.Claim(ctx, h.session(10*time.Second), "p", coordinator.WithInstance("node-1"), coordinator.WithWait())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !testkit.PidGone(pid) {
+		t.Errorf("node-1 bound to another claim (token %d) while the first command still runs", other.Token())
+	}
+	px.Restore()
+	r := <-done
+	r.want(t, ExitSeatLost)
+	if !strings.Contains(r.err, "sent SIGKILL") {
+		t.Errorf("stderr %q does not say the command was killed", r.err)
 	}
 }
 
