@@ -32,9 +32,9 @@ func benchEtcd(b *testing.B) *clientv3.Client {
 }
 
 // benchPool starts an etcd with a pool "p" of the given capacity.
-func benchPool(b *testing.B, capacity int) (*clientv3.Client, *coordinator.Coordinator) {
+func benchPool(b *testing.B, capacity int, opts ...coordinator.Option) (*clientv3.Client, *coordinator.Coordinator) {
 	cli := benchEtcd(b)
-	c := testkit.Coordinator(b, cli, coordinator.WithPrefix("/bench"))
+	c := testkit.Coordinator(b, cli, append([]coordinator.Option{coordinator.WithPrefix("/bench")}, opts...)...)
 	testkit.CreatePool(b, c, "p", coordinator.PoolSpec{Capacity: capacity})
 	return cli, c
 }
@@ -148,6 +148,10 @@ func p50(d []time.Duration) time.Duration {
 // followed the pause 60-80 µs slower than one whose last request was a
 // write, as the raw txn's is, whatever that txn's shape.
 //
+// handoff-share is the share of timed releases that handed the seat off:
+// the waiter sent no claim txn of its own while it was granted (1.000: all
+// of them).
+//
 // It also times a hand-over written on raw etcd: a txn that deletes the
 // holder's key, fenced by its create revision, and puts the next holder's,
 // from the call until a watch on the next holder's key delivers it; the
@@ -174,7 +178,10 @@ func (m handoffMode) String() string {
 }
 
 func benchReleaseToGrant(b *testing.B, mode handoffMode) {
-	cli, c := benchPool(b, 1)
+	// The waiters' claim txns: a timed release whose waiter sent none
+	// while it was granted handed its seat off (handoff-share).
+	m := &countingMetrics{}
+	cli, c := benchPool(b, 1, coordinator.WithMetrics(m))
 	ctx := context.Background()
 	s := testkit.Session(b, cli, 30*time.Second)
 	claimants := []*coordinator.Coordinator{c}
@@ -182,11 +189,12 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 	watcher := cli // of the raw hand-over: the next holder's client
 	if mode != sameProcess {
 		cli2 := newClient(b, cli.Endpoints()...)
-		claimants = append(claimants, testkit.Coordinator(b, cli2, coordinator.WithPrefix("/bench")))
+		claimants = append(claimants, testkit.Coordinator(b, cli2, coordinator.WithPrefix("/bench"), coordinator.WithMetrics(m)))
 		sessions = append(sessions, testkit.Session(b, cli2, 30*time.Second))
 		watcher = cli2
 	}
 	var raw, warm, handover, inPlace, fromCommit, fromCall []time.Duration
+	handoffs := 0
 	delivered := watchPuts(b, watcher, "/rawho/next/")
 	var holder *coordinator.Claim
 	var holderOf *coordinator.Coordinator // fresh-holder: the holder's own
@@ -236,6 +244,7 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 			// same steps. The release follows, not timed.
 			inPlace = append(inPlace, rawTxn(b, cli, fmt.Sprintf("/raw/%d/in-place", i), s.Lease()))
 		}
+		txns := m.txns.Load()
 		t0 := time.Now()
 		if err := holder.Release(ctx); err != nil {
 			b.Fatal(err)
@@ -247,6 +256,9 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 		}
 		if i%2 == 0 {
 			fromCall, fromCommit = append(fromCall, t2.Sub(t0)), append(fromCommit, max(t2.Sub(t1), 0))
+			if m.txns.Load() == txns {
+				handoffs++
+			}
 		}
 		holder = next
 		// The raw txn starts as the release did: after the same 2 ms pause.
@@ -271,6 +283,7 @@ func benchReleaseToGrant(b *testing.B, mode handoffMode) {
 	if holderOf != nil {
 		holderOf.Close()
 	}
+	b.ReportMetric(float64(handoffs)/float64(max(len(fromCall), 1)), "handoff-share")
 	b.ReportMetric(float64(p50(raw).Microseconds()), "raw-txn-p50-µs")
 	b.ReportMetric(float64(p50(warm).Microseconds()), "raw-warm-txn-p50-µs")
 	b.ReportMetric(float64(p50(fromCommit).Microseconds()), "grant-from-commit-p50-µs")
