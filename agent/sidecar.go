@@ -249,7 +249,7 @@ func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
 	s.o.closeSession(sess)
 	s.dropState()
 	rec := s.Record()
-	rec.State = StateReleased
+	rec.State, rec.Draining = StateReleased, false
 	_ = s.update(rec)
 }
 
@@ -272,7 +272,7 @@ func (s *Sidecar) lossHold(why error) time.Duration {
 func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) error {
 	cause := cl.Err()
 	rec := s.Record()
-	rec.State, rec.Reason, rec.Error = StateLost, coordinator.LossReason(cause), cause.Error()
+	rec.State, rec.Reason, rec.Error, rec.Draining = StateLost, coordinator.LossReason(cause), cause.Error(), false
 	_ = s.update(rec)
 	s.o.log.Error("seat lost", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(),
 		"lease", leaseHex(sess.Lease()), "reason", rec.Reason, "err", cause)

@@ -58,3 +58,41 @@ func TestDrainingTellsHolder(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// A claim taken back with Adopt after its instance drained and was made
+// ready again is not told Draining: the monitor replays the instance's
+// history from the grant, and confirms a drain it replays by reading the
+// instance now. Found by a review (2026-12-05): it said draining.
+func TestDrainingNotStaleOnAdopt(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
+		t.Fatal(err)
+	}
+	s := testkit.Session(t, cli, 10*time.Second)
+	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
+	for _, st := range []coordinator.InstanceState{coordinator.InstanceDraining, coordinator.InstanceReady} {
+		if _, err := c.SetInstanceState(ctx, "p", "i1", st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adopted, err := c.Adopt(ctx, s, "p", cl.Seat(), cl.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-adopted.Draining():
+		t.Fatal("Draining closed for a claim adopted while its instance is ready")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-adopted.Draining():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Draining did not close when the instance drained again")
+	}
+}

@@ -40,9 +40,11 @@ func (cl *Claim) releaseIn(b []byte) (releaseRecord, bool) {
 
 // sameCall reports whether r, a record of this claim's token, was written
 // by the release call that wrote ours: the same kind, reason, author and
-// call time.
+// call time. A plain release of ours may have been recorded as the
+// instance's loss (releaseOps).
 func (r releaseRecord) sameCall(ours releaseRecord) bool {
-	return r.Forced == ours.Forced && r.Reason == ours.Reason && r.By == ours.By && r.At.Equal(ours.At)
+	reason := r.Reason == ours.Reason || (!ours.Forced && ours.Reason == "" && r.Reason == ReasonInstanceGone)
+	return r.Forced == ours.Forced && reason && r.By == ours.By && r.At.Equal(ours.At)
 }
 
 // releasedBy ends the claim whose seat went by the release r: Err says

@@ -132,13 +132,6 @@ func (cl *Claim) Err() error {
 	return cl.err
 }
 
-// instanceWent reports whether the claim ended because its instance went.
-func (cl *Claim) instanceWent() bool {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return errors.Is(cl.err, ErrInstanceGone)
-}
-
 func (cl *Claim) lost() bool {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
@@ -356,7 +349,7 @@ func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, o
 			cl.instanceGone(ctx)
 			return true, 0
 		}
-		cl.instanceState(ev.Kv.Value)
+		cl.instanceState(ctx, ev.Kv.Value, false)
 	}
 	if ok && wr.Err() == nil {
 		return false, 0
@@ -367,7 +360,7 @@ func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, o
 		return true, 0
 	}
 	if kv != nil {
-		cl.instanceState(kv.Value)
+		cl.instanceState(ctx, kv.Value, true)
 	}
 	return false, rev + 1
 }

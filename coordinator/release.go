@@ -61,7 +61,22 @@ func (c *Coordinator) releaseOps(h heldSeat, rel releaseRecord) []clientv3.Op {
 			[]clientv3.Op{clientv3.OpDelete(key)}, nil))
 	}
 	rel.Token = h.token
-	return append(ops, clientv3.OpPut(c.k.released(h.pool, h.seat), string(rel.encode()), clientv3.WithLease(h.lease)))
+	put := func(r releaseRecord) clientv3.Op {
+		return clientv3.OpPut(c.k.released(h.pool, h.seat), string(r.encode()), clientv3.WithLease(h.lease))
+	}
+	if rel.Forced || rel.Reason != "" || h.rec.Instance == "" {
+		return append(ops, put(rel))
+	}
+	// A bound seat released after its instance went (held for the hold,
+	// holder.go) records that loss, so the pool's events count it as such:
+	// etcd tells, whichever process releases it. The instance is the one
+	// the seat was granted on while its key was created before the grant.
+	key := c.k.instance(h.pool, h.rec.Instance)
+	gone := rel
+	gone.Reason = ReasonInstanceGone
+	return append(ops, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0), clientv3.Compare(clientv3.CreateRevision(key), "<", h.token)},
+		[]clientv3.Op{put(rel)}, []clientv3.Op{put(gone)}))
 }
 
 // owner compares the seat key's create revision with the token: true
@@ -107,11 +122,6 @@ func (cl *Claim) Release(ctx context.Context) error {
 func (cl *Claim) release(ctx context.Context, rel releaseRecord) error {
 	c := cl.c
 	defer cl.startRelease()()
-	if !rel.Forced && rel.Reason == "" && cl.instanceWent() {
-		// Released after its instance went (the hold, holder.go): the
-		// pool's events count it as that loss, not as a plain release.
-		rel.Reason = ReasonInstanceGone
-	}
 	h := cl.held()
 	ops := c.releaseOps(h, rel)
 	next, done := c.handoff(h, ops)

@@ -275,3 +275,34 @@ func TestInstanceGoneSeatFreedAfterIdleSweep(t *testing.T) {
 		t.Errorf("seat freed %v after the loss, within the hold (the session's TTL, %ds)", took, ttl)
 	}
 }
+
+// TestReleaseAfterInstanceGoneRecordsIt: a client told "lost,
+// instance_gone" releases the seat (DELETE), as the README asks; the
+// pool's events count that as the instance's loss, not a plain release,
+// though this replica's claim never saw the instance go. Found by a review
+// (2026-12-05).
+func TestReleaseAfterInstanceGoneRecordsIt(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	e.createPool("p", coordinator.PoolSpec{Capacity: 1})
+	agent := testkit.Session(t, e.cli, 10*time.Second)
+	if _, err := e.co.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "bot-1"}); err != nil {
+		t.Fatal(err)
+	}
+	events := e.co.Watch(ctx, "p")
+	s := e.session("", 10)
+	c := e.claim("", "p", map[string]any{"session": s, "instance": "bot-1"}).want(t, "claim", 201, "")
+	if _, err := e.cli.Revoke(ctx, agent.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	e.do("DELETE", releasePath("p", c.num("seat"), c.num("token"), s), "", nil).want(t, "release", 204, "")
+	for ev := range events {
+		if ev.Seat >= 0 && ev.Type != coordinator.EventSeatClaimed {
+			if ev.LossReason() != coordinator.ReasonInstanceGone {
+				t.Fatalf("the release after the instance went: event %s, loss reason %q; want %q", ev.Type, ev.LossReason(), coordinator.ReasonInstanceGone)
+			}
+			return
+		}
+	}
+	t.Fatal("no seat event")
+}

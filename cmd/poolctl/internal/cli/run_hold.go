@@ -31,9 +31,9 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 	defer drain.stop()
 	select { // the command never runs without a seat
 	case <-lost:
-		return o.lost(cl, cl.Err(), "the command was not started")
+		return o.lost(cl, sess, cl.Err(), "the command was not started")
 	case <-sess.Done(): // the claim learns it a moment later
-		return o.lost(cl, sess.Err(), "the command was not started")
+		return o.lost(cl, sess, sess.Err(), "the command was not started")
 	default:
 	}
 	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in, drain.file), env.In, env.Out, env.ErrOut)
@@ -54,7 +54,7 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 	case <-grp.exited:
 		grp.stop(o.KillGrace, sessionCut(sess, o.KillGrace)) // whatever the command left running
 		if lost := cl.Err(); lost != nil {
-			return o.lost(cl, lost, "the command exited meanwhile")
+			return o.lost(cl, sess, lost, "the command exited meanwhile")
 		}
 		o.release(cl)
 		if grp.exitCode() == guardDied {
@@ -67,13 +67,7 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 	case <-lost:
 		why := cl.Err()
 		how := grp.stop(lossGrace(why, sess, o.KillGrace), sessionCut(sess, o.KillGrace))
-		if errors.Is(why, coordinator.ErrInstanceGone) && sess.Err() == nil {
-			// Held until now (WithInstanceGoneHold(-1) in Run): freed by a
-			// release, which records the instance's loss, rather than
-			// the session's revoke, which would read as an expiry.
-			o.release(cl)
-		}
-		return o.lost(cl, why, how)
+		return o.lost(cl, sess, why, how)
 	}
 }
 
@@ -116,8 +110,15 @@ func lossGrace(why error, sess *coordinator.Session, grace time.Duration) time.D
 	return 0
 }
 
-// lost reports a seat lost while the command ran.
-func (o *runOptions) lost(cl *coordinator.Claim, why error, how string) error {
+// lost reports a seat lost while the command ran, or before it started.
+// A seat whose instance went is still held (WithInstanceGoneHold(-1) in
+// Run), the command being gone: it is released, which records the
+// instance's loss, rather than left to the session's revoke, which would
+// read as an expiry.
+func (o *runOptions) lost(cl *coordinator.Claim, sess *coordinator.Session, why error, how string) error {
+	if errors.Is(why, coordinator.ErrInstanceGone) && sess.Err() == nil {
+		o.release(cl)
+	}
 	if errors.Is(why, coordinator.ErrReleased) {
 		why = errors.New("released by someone else")
 	}

@@ -327,3 +327,53 @@ func TestRunHoldSeesLossAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRunInstanceLossBeforeStartRecordsIt: the instance goes before the
+// command starts; hold does not start it, and releases the seat, which
+// records the instance's loss rather than an expiry (the session's
+// revoke). Found by a review (2026-12-05): it said expired.
+func TestRunInstanceLossBeforeStartRecordsIt(t *testing.T) {
+	h := newHarness(t)
+	h.createPool("p", coordinator.PoolSpec{Capacity: 2})
+	ctx := testkit.Ctx(t, 60*time.Second)
+	agent := h.session(30 * time.Second)
+	if _, err := h.c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "node-1", Addr: "10.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	events := h.c.Watch(ctx, "p")
+	pc := testkit.Coordinator(t, h.cli, coordinator.WithInstanceGoneHold(-1)) // as Run's
+	sess, err := coordinator.NewSession(ctx, h.cli, coordinator.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := pc.Claim(ctx, sess, "p", coordinator.WithInstance("node-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := cl.Done()
+	if err := h.c.DeregisterInstance(ctx, "p", "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	dir, inv := t.TempDir(), newInvocation()
+	inv.vars["D"] = dir
+	sigs := newSignalRouter(inv.env)
+	defer sigs.stop()
+	o := &runOptions{g: &globalOptions{env: inv.env, sigs: sigs, CommandTimeout: 5 * time.Second}, Pool: "p", KillGrace: 300 * time.Millisecond}
+	o.Argv = []string{"sh", "-c", `touch "$D/started"`}
+	o.path, _ = lookCommand("sh")
+	in, _ := cl.Instance()
+	err = o.hold(context.Background(), pc, cl, sess, in)
+	o.closeSession(sess) // as Run's defer
+	if !errors.Is(err, errSeatLost) || exists(filepath.Join(dir, "started")) {
+		t.Fatalf("hold: %v, started %v; want the seat lost and the command not started", err, exists(filepath.Join(dir, "started")))
+	}
+	for ev := range events {
+		if ev.Seat >= 0 && ev.Type != coordinator.EventSeatClaimed {
+			if ev.LossReason() != coordinator.ReasonInstanceGone {
+				t.Fatalf("the seat's end: event %s, loss reason %q; want %q", ev.Type, ev.LossReason(), coordinator.ReasonInstanceGone)
+			}
+			return
+		}
+	}
+}
