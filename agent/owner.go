@@ -72,14 +72,6 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 	return ""
 }
 
-// isOwnLease reports whether lease belongs to one of this process's
-// sessions.
-func (a *Agent) isOwnLease(lease clientv3.LeaseID) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.own.leases[lease]
-}
-
 // owned records that the agent holds r.
 func (a *Agent) owned(r ref) {
 	a.mu.Lock()
