@@ -21,10 +21,15 @@ import (
 //     for example after etcd restarted), or
 //   - for an instance this process has never held: a lease of an earlier
 //     run of an agent with the same name (a restart), or any lease when
-//     takeover is on (WithTakeover: a rollout that overlaps two agents).
+//     takeover is on (WithTakeover: a rollout that overlaps two agents), or
+//   - a lease whose agent is stopping (coordinator.Instance.Stopping: it
+//     drains the instance to stop), while this agent is not draining: an
+//     undone rollout, the newer agent stopped first, whose holders keep
+//     their seats instead of losing them at its drain timeout.
 //
-// An instance this process held and another agent took over is left to
-// that agent until its key is gone; the agent then registers it again.
+// Otherwise an instance this process held and another agent took over is
+// left to that agent until its key is gone; the agent then registers it
+// again.
 
 // ref names one of the agent's instances.
 type ref struct{ pool, id string }
@@ -36,15 +41,16 @@ func (r ref) String() string { return r.pool + "/" + r.id }
 // ownership is what the agent knows of who holds its instances. Guarded
 // by Agent.mu.
 type ownership struct {
-	leases  map[clientv3.LeaseID]bool               // the leases of this process's sessions
-	held    map[ref]bool                            // registered by this process at least once
-	foreign map[ref]*coordinator.InstanceOwnedError // held by another agent now
-	missing map[ref]bool                            // found gone, not registered again yet
+	leases   map[clientv3.LeaseID]bool               // the leases of this process's sessions
+	held     map[ref]bool                            // registered by this process at least once
+	foreign  map[ref]*coordinator.InstanceOwnedError // held by another agent now
+	missing  map[ref]bool                            // found gone, not registered again yet
+	stopping map[ref]clientv3.LeaseID                // held under a lease whose agent is stopping
 }
 
 func newOwnership() ownership {
 	return ownership{leases: map[clientv3.LeaseID]bool{}, held: map[ref]bool{},
-		foreign: map[ref]*coordinator.InstanceOwnedError{}, missing: map[ref]bool{}}
+		foreign: map[ref]*coordinator.InstanceOwnedError{}, missing: map[ref]bool{}, stopping: map[ref]clientv3.LeaseID{}}
 }
 
 // addLease records the lease of a new session.
@@ -62,6 +68,8 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 	switch {
 	case a.own.leases[e.Owner]:
 		return "held under an earlier lease of this agent"
+	case a.own.stopping[r] == e.Owner && !a.draining:
+		return "its agent is stopping (it drains the instance)"
 	case a.own.held[r]:
 		return "" // taken over from this process: never take it back
 	case e.Agent == a.name:
@@ -70,6 +78,18 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 		return "takeover is on"
 	}
 	return ""
+}
+
+// ownerStopping records whether the agent of lease, which holds r, is
+// stopping (coordinator.Instance.Stopping).
+func (a *Agent) ownerStopping(r ref, lease clientv3.LeaseID, stopping bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if stopping {
+		a.own.stopping[r] = lease
+	} else {
+		delete(a.own.stopping, r)
+	}
 }
 
 // owned records that the agent holds r.

@@ -187,6 +187,7 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 		a.owned(refOf(in))
 		return false, nil
 	}
+	a.ownerStopping(refOf(in), got.Lease, got.Stopping && got.State == coordinator.InstanceDraining)
 	owned := &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent}
 	if a.takeoverReason(refOf(in), owned) != "" {
 		return true, nil
@@ -197,8 +198,9 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 
 // watchInstances follows the pools of the agent's instances until ctx ends
 // and sends a pool's name each time one of the agent's instances there is
-// deleted, or the event stream resyncs (a deletion may hide in the gap).
-// The second channel is closed once every follower has stopped.
+// deleted or starts draining (its agent may be stopping: owner.go), or
+// the event stream resyncs (a deletion may hide in the gap). The second
+// channel is closed once every follower has stopped.
 func (a *Agent) watchInstances(ctx context.Context) (<-chan string, <-chan struct{}) {
 	out := make(chan string)
 	var wg sync.WaitGroup
@@ -206,7 +208,8 @@ func (a *Agent) watchInstances(ctx context.Context) (<-chan string, <-chan struc
 		events := a.co.Watch(ctx, pool)
 		wg.Go(func() {
 			for ev := range events {
-				if ev.Type != coordinator.EventResync && (ev.Type != coordinator.EventInstanceDown || !ids[ev.Instance]) {
+				changed := ev.Type == coordinator.EventInstanceDown || ev.Type == coordinator.EventInstanceDraining
+				if ev.Type != coordinator.EventResync && (!changed || !ids[ev.Instance]) {
 					continue
 				}
 				select {

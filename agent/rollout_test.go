@@ -242,3 +242,47 @@ func isTakeover(req any) bool {
 	}
 	return false
 }
+
+// TestUndoneRolloutOldAgentTakesBack: agent B took i1 over from A in a
+// rollout, a holder on it; the rollout is undone, and B is stopped while A
+// lives. B marks i1 draining as it stops (Stopping); A, which has i1 in
+// its configuration, takes it back, so the holder keeps its seat, and B's
+// drain, which no longer holds i1, ends without waiting for the holder.
+// Before 2026-12-05 A never took back what it had held: B's drain waited
+// its timeout and deregistered i1, and the holder lost its seat.
+func TestUndoneRolloutOldAgentTakesBack(t *testing.T) {
+	_, cli, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2})
+	cfg.DrainTimeout = config.Duration(20 * time.Second) // a drain that waited for the holder would show
+	a, _ := startAgent(t, co, "a", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	b, stopB := startAgent(t, co, "b", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
+	cl := testkit.Claim(t, co, testkit.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+	_ = cl.Done() // watched: a deregistration of i1 would end it
+	testkit.Eventually(t, 5*time.Second, "A to see i1 taken over", func() bool { return len(a.Status().Foreign) == 1 })
+
+	start := time.Now()
+	if err := stopB(); err != nil {
+		t.Fatalf("B's Run: %v", err)
+	}
+	took := time.Since(start)
+	if took > 10*time.Second {
+		t.Errorf("B's drain took %v: it waited for the holder of an instance A took back", took)
+	}
+	testkit.Eventually(t, 5*time.Second, "A to hold i1 again", func() bool {
+		in := instanceMap(t, co)["i1"]
+		return in.Lease == a.Status().Lease && in.State == coordinator.InstanceReady && !in.Stopping
+	})
+	claimKept(t, co, cl, "after B stopped")
+	testkit.Eventually(t, 5*time.Second, "A registered, owning i1", func() bool {
+		st := a.Status()
+		return st.Registered && len(st.Foreign) == 0
+	})
+	t.Logf("B's drain took %v", took)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer cancel()
+	if err := cl.Release(ctx); err != nil { // else A's drain waits for it
+		t.Fatal(err)
+	}
+}

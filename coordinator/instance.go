@@ -188,6 +188,7 @@ func (c *Coordinator) SetInstanceState(ctx context.Context, pool, id string, sta
 // SetInstanceStateIfOwner is SetInstanceState for the agent that holds the
 // instance under lease: the transaction compares the key's lease and mod
 // revision, so an instance taken over by another agent is never changed.
+// Taking a ready instance to draining marks it Stopping: its agent stops.
 // It makes one attempt and returns an *InstanceOwnedError when another
 // lease holds the key, or ErrConflict when the key changed between the
 // read and the write (read again and retry).
@@ -204,6 +205,12 @@ func (c *Coordinator) setInstanceState(ctx context.Context, pool, id string, sta
 	}
 	if owner != nil && in.Lease != *owner {
 		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent}
+	}
+	switch {
+	case state == InstanceReady:
+		in.Stopping = false
+	case owner != nil && in.State == InstanceReady:
+		in.Stopping = true // its agent drains it to stop (Instance.Stopping)
 	}
 	in.State = state
 	if err := in.validate(); err != nil {

@@ -207,3 +207,47 @@ func TestInstanceAddressTakenRefused(t *testing.T) {
 		}
 	}
 }
+
+// Instance.Stopping says that the agent holding an instance drains it to
+// stop: set when SetInstanceStateIfOwner takes it from ready to draining,
+// not by an operator's drain (nor by the agent's drain of an instance an
+// operator drained already), and cleared when it is made ready.
+func TestInstanceStoppingOnlyByItsAgent(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 10*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		what     string
+		set      func() (coordinator.Instance, error)
+		stopping bool
+	}{
+		{"operator drains", func() (coordinator.Instance, error) {
+			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining)
+		}, false},
+		{"its agent drains it, drained already", func() (coordinator.Instance, error) {
+			return c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), coordinator.InstanceDraining)
+		}, false},
+		{"operator undrains", func() (coordinator.Instance, error) {
+			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady)
+		}, false},
+		{"its agent drains it to stop", func() (coordinator.Instance, error) {
+			return c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), coordinator.InstanceDraining)
+		}, true},
+		{"made ready", func() (coordinator.Instance, error) {
+			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady)
+		}, false},
+	}
+	for _, st := range steps {
+		if _, err := st.set(); err != nil {
+			t.Fatalf("%s: %v", st.what, err)
+		}
+		in, err := c.GetInstance(ctx, "p", "i1")
+		if err != nil || in.Stopping != st.stopping {
+			t.Fatalf("%s: stopping %v (%v), want %v", st.what, in.Stopping, err, st.stopping)
+		}
+	}
+}

@@ -208,6 +208,13 @@ type Instance struct {
 	State InstanceState `json:"state"`
 	// Agent names the registering agent. Informational.
 	Agent string `json:"agent,omitempty"`
+	// Stopping is true while the agent that holds the instance drains it
+	// because it stops: SetInstanceStateIfOwner took it from ready to
+	// draining. Another agent with the instance in its configuration may
+	// then take it over, its holders keeping their seats (an undone
+	// rollout). An operator's drain (SetInstanceState) leaves it false,
+	// and making the instance ready clears it.
+	Stopping bool `json:"stopping,omitempty"`
 
 	// Lease is the agent's lease; set on read.
 	Lease clientv3.LeaseID `json:"-"`
