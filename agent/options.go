@@ -68,7 +68,8 @@ func WithKeepAliveFailureHook(f func(error)) Option {
 // where two agents overlap on purpose, as a Deployment's rolling update
 // does. Without it the agent waits until the instance is free, and its
 // /readyz says which agent holds it. Either way an instance taken over from
-// this process is never taken back. Default false.
+// this process is taken back only when the agent that took it stops (it
+// drains the instance to stop: owner.go). Default false.
 func WithTakeover(on bool) Option { return func(o *options) { o.takeover = on } }
 
 // WithOwnerCheckInterval sets how often the agent reads its instances to

@@ -68,7 +68,7 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 	switch {
 	case a.own.leases[e.Owner]:
 		return "held under an earlier lease of this agent"
-	case a.own.stopping[r] == e.Owner && !a.draining:
+	case a.stoppingOwner(r, e.Owner):
 		return "its agent is stopping (it drains the instance)"
 	case a.own.held[r]:
 		return "" // taken over from this process: never take it back
@@ -78,6 +78,15 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 		return "takeover is on"
 	}
 	return ""
+}
+
+// stoppingOwner reports whether lease, which holds r, is one the agent
+// saw stopping (ownerStopping); never a key without a lease. Called with
+// a.mu held. (hold, the only caller's caller, returns before drain starts,
+// so this agent is not draining then.)
+func (a *Agent) stoppingOwner(r ref, lease clientv3.LeaseID) bool {
+	l, ok := a.own.stopping[r]
+	return ok && lease != 0 && l == lease
 }
 
 // ownerStopping records whether the agent of lease, which holds r, is

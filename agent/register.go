@@ -13,6 +13,10 @@ import (
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
+// drainLook is how soon after one of its instances starts draining the
+// agent reads its pool, to take the instance back if its agent stops.
+const drainLook = 50 * time.Millisecond
+
 // regainQuiet is how long no instance of the agent must have been deleted
 // for the next deletion to be repaired at once rather than after the
 // backoff that repeated deletions have built up.
@@ -50,8 +54,14 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 			return nil
 		case <-sess.Done():
 			return nil
-		case pool := <-gone:
-			check[pool] = true
+		case ch := <-gone:
+			check[ch.pool] = true
+			if ch.draining {
+				// Its agent may be stopping (owner.go): look soon, and
+				// leave the backoff that deletions build up alone.
+				timer.Reset(drainLook)
+				continue
+			}
 			if time.Since(lastGone) > regainQuiet {
 				bo.Reset()
 			}
@@ -201,8 +211,8 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 // deleted or starts draining (its agent may be stopping: owner.go), or
 // the event stream resyncs (a deletion may hide in the gap). The second
 // channel is closed once every follower has stopped.
-func (a *Agent) watchInstances(ctx context.Context) (<-chan string, <-chan struct{}) {
-	out := make(chan string)
+func (a *Agent) watchInstances(ctx context.Context) (<-chan poolChange, <-chan struct{}) {
+	out := make(chan poolChange)
 	var wg sync.WaitGroup
 	for pool, ids := range a.instancesByPool() {
 		events := a.co.Watch(ctx, pool)
@@ -213,7 +223,7 @@ func (a *Agent) watchInstances(ctx context.Context) (<-chan string, <-chan struc
 					continue
 				}
 				select {
-				case out <- pool:
+				case out <- poolChange{pool, ev.Type == coordinator.EventInstanceDraining}:
 				case <-ctx.Done():
 				}
 			}
@@ -225,6 +235,14 @@ func (a *Agent) watchInstances(ctx context.Context) (<-chan string, <-chan struc
 		close(stopped)
 	}()
 	return out, stopped
+}
+
+// poolChange is what watchInstances sends: a pool to read, and whether
+// the change was an instance starting to drain (else a deletion or a
+// resync).
+type poolChange struct {
+	pool     string
+	draining bool
 }
 
 // instancesByPool maps each pool of the agent's instances to their IDs.

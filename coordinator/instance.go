@@ -207,9 +207,9 @@ func (c *Coordinator) setInstanceState(ctx context.Context, pool, id string, sta
 		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent}
 	}
 	switch {
-	case state == InstanceReady:
-		in.Stopping = false
-	case owner != nil && in.State == InstanceReady:
+	case owner == nil || state == InstanceReady:
+		in.Stopping = false // an operator's write, or ready: not for taking back
+	case in.State == InstanceReady:
 		in.Stopping = true // its agent drains it to stop (Instance.Stopping)
 	}
 	in.State = state

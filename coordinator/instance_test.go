@@ -211,7 +211,10 @@ func TestInstanceAddressTakenRefused(t *testing.T) {
 // Instance.Stopping says that the agent holding an instance drains it to
 // stop: set when SetInstanceStateIfOwner takes it from ready to draining,
 // not by an operator's drain (nor by the agent's drain of an instance an
-// operator drained already), and cleared when it is made ready.
+// operator drained already), and cleared by any operator's write (so
+// that an operator's drain is never undone by a take-back) and when it is
+// made ready. Found by a review (2026-12-05): an operator's drain after
+// the agent's kept it.
 func TestInstanceStoppingOnlyByItsAgent(t *testing.T) {
 	c, cli := newCoord(t)
 	ctx := testkit.Ctx(t, 10*time.Second)
@@ -237,6 +240,12 @@ func TestInstanceStoppingOnlyByItsAgent(t *testing.T) {
 		{"its agent drains it to stop", func() (coordinator.Instance, error) {
 			return c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), coordinator.InstanceDraining)
 		}, true},
+		{"operator drains it as well", func() (coordinator.Instance, error) {
+			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining)
+		}, false},
+		{"its agent drains it to stop again", func() (coordinator.Instance, error) {
+			return c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), coordinator.InstanceDraining)
+		}, false},
 		{"made ready", func() (coordinator.Instance, error) {
 			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady)
 		}, false},

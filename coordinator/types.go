@@ -212,8 +212,8 @@ type Instance struct {
 	// because it stops: SetInstanceStateIfOwner took it from ready to
 	// draining. Another agent with the instance in its configuration may
 	// then take it over, its holders keeping their seats (an undone
-	// rollout). An operator's drain (SetInstanceState) leaves it false,
-	// and making the instance ready clears it.
+	// rollout). An operator's write (SetInstanceState: poolctl drain or
+	// undrain) clears it, as does making the instance ready.
 	Stopping bool `json:"stopping,omitempty"`
 
 	// Lease is the agent's lease; set on read.
