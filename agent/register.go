@@ -135,6 +135,7 @@ func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in c
 	if !errors.As(err, &owned) {
 		return err
 	}
+	a.ownerStopping(refOf(in), owned.Owner, owned.Stopping) // an agent started after the mark sees it here
 	why := a.takeoverReason(refOf(in), owned)
 	if why == "" {
 		return err

@@ -309,3 +309,32 @@ func TestUnleasedKeyNotTakenAsStopping(t *testing.T) {
 		return in.Lease == 0 && in.Agent == "operator"
 	})
 }
+
+// TestAgentStartedAfterStopMarkTakesOver: an agent that starts while the
+// instance's agent drains it to stop takes it over at its first
+// registration, not at its first owner check (here a minute away), its
+// holder keeping the seat.
+func TestAgentStartedAfterStopMarkTakesOver(t *testing.T) {
+	_, cli, co := setup(t)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer cancel()
+	stopping := testkit.Session(t, cli, 10*time.Second)
+	if _, err := co.RegisterInstance(ctx, "p", stopping.Lease(), coordinator.Instance{ID: "i1", Addr: "h:1", Seats: 2, Agent: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	cl := testkit.Claim(t, co, testkit.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1"))
+	_ = cl.Done()
+	if _, err := co.SetInstanceStateIfOwner(ctx, "p", "i1", stopping.Lease(), coordinator.InstanceDraining); err != nil { // b's drain
+		t.Fatal(err)
+	}
+	a, _ := startAgent(t, co, "a", agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2}), WithOwnerCheckInterval(time.Minute))
+	testkit.Eventually(t, 5*time.Second, "a to take i1 over", func() bool {
+		in := instanceMap(t, co)["i1"]
+		return in.Lease == a.Status().Lease && in.State == coordinator.InstanceReady
+	})
+	claimKept(t, co, cl, "after the take-over")
+	if err := cl.Release(ctx); err != nil { // else a's drain waits for it
+		t.Fatal(err)
+	}
+}

@@ -22,6 +22,9 @@ type InstanceOwnedError struct {
 	Owner clientv3.LeaseID
 	// Agent is the agent named in the registration; informational.
 	Agent string
+	// Stopping is the registration's Instance.Stopping: its agent drains
+	// it to stop.
+	Stopping bool
 }
 
 // Error implements error.
@@ -152,7 +155,8 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 	}
 	var in Instance
 	_ = json.Unmarshal(kvs[0].Value, &in)
-	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent}
+	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent,
+		Stopping: in.Stopping && in.State == InstanceDraining}
 }
 
 func isOwnedBy(err error, lease clientv3.LeaseID) bool {
