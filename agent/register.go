@@ -198,8 +198,8 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 		a.owned(refOf(in))
 		return false, nil
 	}
-	a.ownerStopping(refOf(in), got.Lease, got.Stopping && got.State == coordinator.InstanceDraining)
-	owned := &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent}
+	owned := &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent, Stopping: got.AgentStopping()}
+	a.ownerStopping(refOf(in), owned.Owner, owned.Stopping)
 	if a.takeoverReason(refOf(in), owned) != "" {
 		return true, nil
 	}

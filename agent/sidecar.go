@@ -241,16 +241,22 @@ func (s *Sidecar) heldRecord(ctx context.Context, sess *coordinator.Session, cl 
 
 // release gives the seat back and revokes the lease.
 func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
-	defer cancel()
-	if err := cl.Release(ctx); err != nil {
-		s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
-	}
+	s.releaseSeat(cl)
 	s.o.closeSession(sess)
 	s.dropState()
 	rec := s.Record()
 	rec.State, rec.Draining = StateReleased, false
 	_ = s.update(rec)
+}
+
+// releaseSeat releases cl's seat within one request timeout; a seat
+// already gone (ErrNotHeld) is not worth a warning.
+func (s *Sidecar) releaseSeat(cl *coordinator.Claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
+	defer cancel()
+	if err := cl.Release(ctx); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
+		s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
+	}
 }
 
 // lossHold is how long the sidecar keeps its session after losing the
@@ -283,11 +289,7 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	if errors.Is(cause, coordinator.ErrInstanceGone) && sess.Err() == nil {
 		// Still held (lossHold): a release records the instance's loss,
 		// where the session's revoke would read as an expiry.
-		rctx, cancel := context.WithTimeout(context.Background(), s.o.requestTimeout)
-		if err := cl.Release(rctx); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
-			s.o.log.Warn("release", "pool", cl.Pool(), "seat", cl.Seat(), "token", cl.Token(), "err", err)
-		}
-		cancel()
+		s.releaseSeat(cl)
 	}
 	s.o.closeSession(sess)
 	s.dropState()

@@ -22,8 +22,8 @@ type InstanceOwnedError struct {
 	Owner clientv3.LeaseID
 	// Agent is the agent named in the registration; informational.
 	Agent string
-	// Stopping is the registration's Instance.Stopping: its agent drains
-	// it to stop.
+	// Stopping is the registration's AgentStopping: its agent drains it
+	// to stop.
 	Stopping bool
 }
 
@@ -155,8 +155,7 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 	}
 	var in Instance
 	_ = json.Unmarshal(kvs[0].Value, &in)
-	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent,
-		Stopping: in.Stopping && in.State == InstanceDraining}
+	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent, Stopping: in.AgentStopping()}
 }
 
 func isOwnedBy(err error, lease clientv3.LeaseID) bool {
@@ -208,7 +207,7 @@ func (c *Coordinator) setInstanceState(ctx context.Context, pool, id string, sta
 		return Instance{}, err
 	}
 	if owner != nil && in.Lease != *owner {
-		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent}
+		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping()}
 	}
 	switch {
 	case owner == nil || state == InstanceReady:

@@ -222,6 +222,11 @@ type Instance struct {
 	Revision int64 `json:"-"`
 }
 
+// AgentStopping reports whether the instance's agent drains it to stop
+// (Stopping, while it drains): the one rule for whether another agent may
+// take it over for that reason.
+func (in Instance) AgentStopping() bool { return in.Stopping && in.State == InstanceDraining }
+
 func (in *Instance) defaults() {
 	if in.Seats == 0 {
 		in.Seats = 1
