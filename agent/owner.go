@@ -13,9 +13,10 @@ import (
 // The rule this file keeps: an agent writes only instance keys bound to
 // its own lease (every write is fenced by the lease in the transaction,
 // see coordinator's *IfOwner calls). It takes a key from another lease
-// only in one transaction that compares that lease (TakeOverInstance, a
-// put: claims bound to the instance keep their seats), and only when the
-// other lease is
+// only in one transaction that compares that lease and the key's revision
+// as the agent read them (TakeOverInstance, a put: claims bound to the
+// instance keep their seats; a write made since, an operator's drain say,
+// makes it apply nothing), and only when the other lease is
 //
 //   - one of this process's earlier sessions (a lost lease that came back,
 //     for example after etcd restarted), or

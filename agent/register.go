@@ -142,7 +142,7 @@ func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in c
 	}
 	a.o.log.Warn("taking over instance", "pool", in.Pool, "instance", in.ID, "reason", why,
 		"from_agent", owned.Agent, "from_lease", leaseHex(owned.Owner), "lease", leaseHex(sess.Lease()))
-	_, err = a.co.TakeOverInstance(rctx, in.Pool, owned.Owner, sess.Lease(), reg)
+	_, err = a.co.TakeOverInstance(rctx, in.Pool, owned, sess.Lease(), reg)
 	return err
 }
 
@@ -198,7 +198,7 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 		a.owned(refOf(in))
 		return false, nil
 	}
-	owned := &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent, Stopping: got.AgentStopping()}
+	owned := &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent, Stopping: got.AgentStopping(), Revision: got.Revision}
 	a.ownerStopping(refOf(in), owned.Owner, owned.Stopping)
 	if a.takeoverReason(refOf(in), owned) != "" {
 		return true, nil

@@ -211,7 +211,7 @@ func TestTakeoverRetriedAfterLostRace(t *testing.T) {
 	var raced atomic.Bool
 	moveFirst := func(ictx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if isTakeover(req) && raced.CompareAndSwap(false, true) {
-			if _, err := co.TakeOverInstance(ctx, "p", earlier.Lease(), renewed.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
+			if _, err := co.TakeOverInstance(ctx, "p", &coordinator.InstanceOwnedError{Owner: earlier.Lease()}, renewed.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
 				t.Errorf("moving i1 to the renewed lease: %v", err)
 			}
 		}

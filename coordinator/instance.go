@@ -25,6 +25,9 @@ type InstanceOwnedError struct {
 	// Stopping is the registration's AgentStopping: its agent drains it
 	// to stop.
 	Stopping bool
+	// Revision is the key's mod revision as read, 0 when not known.
+	// TakeOverInstance takes the key over only while it is unchanged.
+	Revision int64
 }
 
 // Error implements error.
@@ -71,22 +74,33 @@ func (c *Coordinator) RegisterInstance(ctx context.Context, pool string, lease c
 	return in, nil
 }
 
-// TakeOverInstance re-binds an instance from the lease from, which holds
-// it now, to lease, writing in as RegisterInstance does. The key is
-// overwritten in one transaction that compares its lease with from, never
-// deleted, so claims bound to the instance keep their seats; the agent of
-// from can no longer change or delete it through the *IfOwner calls. It
-// returns an *InstanceOwnedError when the key is bound to neither from
-// nor lease, and ErrInstanceNotFound when it is gone (register it).
-func (c *Coordinator) TakeOverInstance(ctx context.Context, pool string, from, lease clientv3.LeaseID, in Instance) (Instance, error) {
+// TakeOverInstance re-binds an instance to lease from the holder that
+// from describes: the refusal RegisterInstance returned (an
+// *InstanceOwnedError), naming the lease that holds the key and the
+// key's revision as read. It writes in as RegisterInstance does. The key
+// is overwritten in one transaction that compares its lease with
+// from.Owner and, when from.Revision is set, its mod revision with it,
+// never deleted, so claims bound to the instance keep their seats; the
+// agent of from.Owner can no longer change or delete it through the
+// *IfOwner calls. So a takeover decided on what the key said (its agent
+// stopping, say) never overwrites a write made since, such as an
+// operator's drain. It returns an *InstanceOwnedError when the key is
+// bound to neither from.Owner nor lease, or changed since from was read
+// (read again), and ErrInstanceNotFound when it is gone (register it).
+func (c *Coordinator) TakeOverInstance(ctx context.Context, pool string, from *InstanceOwnedError, lease clientv3.LeaseID, in Instance) (Instance, error) {
+	if from == nil {
+		return Instance{}, fmt.Errorf("%w: take over instance %q: no holder to take it from", ErrInvalid, in.ID)
+	}
 	put, err := c.instancePut(pool, lease, &in)
 	if err != nil {
 		return Instance{}, err
 	}
 	key := c.k.instance(pool, in.ID)
-	ok, rs, rev, err := c.addrGuarded(ctx, pool, in,
-		[]clientv3.Cmp{c.specExists(pool), clientv3.Compare(clientv3.CreateRevision(key), ">", 0), leaseIs(key, from)},
-		[]clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)})
+	cmps := []clientv3.Cmp{c.specExists(pool), clientv3.Compare(clientv3.CreateRevision(key), ">", 0), leaseIs(key, from.Owner)}
+	if from.Revision != 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", from.Revision))
+	}
+	ok, rs, rev, err := c.addrGuarded(ctx, pool, in, cmps, []clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)})
 	if err != nil {
 		return Instance{}, fmt.Errorf("coordinator: take over instance %q in %q: %w", in.ID, pool, err)
 	}
@@ -182,7 +196,8 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 	}
 	var in Instance
 	_ = json.Unmarshal(kvs[0].Value, &in)
-	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent, Stopping: in.AgentStopping()}
+	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent, Stopping: in.AgentStopping(),
+		Revision: kvs[0].ModRevision}
 }
 
 func isOwnedBy(err error, lease clientv3.LeaseID) bool {
@@ -234,7 +249,7 @@ func (c *Coordinator) setInstanceState(ctx context.Context, pool, id string, sta
 		return Instance{}, err
 	}
 	if owner != nil && in.Lease != *owner {
-		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping()}
+		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping(), Revision: in.Revision}
 	}
 	switch {
 	case owner == nil || state == InstanceReady:

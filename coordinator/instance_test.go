@@ -38,13 +38,13 @@ func TestInstanceWritesAreBoundToTheOwnerLease(t *testing.T) {
 	if !errors.As(err, &owned) || owned.Owner != a.Lease() || owned.Agent != "a" || !errors.Is(err, coordinator.ErrConflict) {
 		t.Fatalf("register under another lease: %v, want an InstanceOwnedError naming lease %x", err, a.Lease())
 	}
-	if _, err := c.TakeOverInstance(ctx, "p", b.Lease(), b.Lease(), coordinator.Instance{ID: "i1"}); !errors.As(err, &owned) {
+	if _, err := c.TakeOverInstance(ctx, "p", &coordinator.InstanceOwnedError{Owner: b.Lease()}, b.Lease(), coordinator.Instance{ID: "i1"}); !errors.As(err, &owned) {
 		t.Fatalf("take over from the wrong lease: %v", err)
 	}
 	if _, err := c.SetInstanceStateIfOwner(ctx, "p", "i1", b.Lease(), coordinator.InstanceDraining); !errors.As(err, &owned) {
 		t.Fatalf("drain by a non-owner: %v", err)
 	}
-	took, err := c.TakeOverInstance(ctx, "p", a.Lease(), b.Lease(), coordinator.Instance{ID: "i1", Seats: 2, Agent: "b"})
+	took, err := c.TakeOverInstance(ctx, "p", &coordinator.InstanceOwnedError{Owner: a.Lease()}, b.Lease(), coordinator.Instance{ID: "i1", Seats: 2, Agent: "b"})
 	if err != nil || took.Lease != b.Lease() {
 		t.Fatalf("take over: %+v, %v", took, err)
 	}
@@ -76,7 +76,7 @@ func TestInstanceWritesAreBoundToTheOwnerLease(t *testing.T) {
 	if err := c.DeregisterInstanceIfOwner(ctx, "p", "i1", b.Lease()); !errors.Is(err, coordinator.ErrInstanceNotFound) {
 		t.Errorf("deregister twice: %v, want ErrInstanceNotFound", err)
 	}
-	if _, err := c.TakeOverInstance(ctx, "p", a.Lease(), b.Lease(), in); !errors.Is(err, coordinator.ErrInstanceNotFound) {
+	if _, err := c.TakeOverInstance(ctx, "p", &coordinator.InstanceOwnedError{Owner: a.Lease()}, b.Lease(), in); !errors.Is(err, coordinator.ErrInstanceNotFound) {
 		t.Errorf("take over a gone instance: %v, want ErrInstanceNotFound", err)
 	}
 	if _, err := c.RegisterInstance(ctx, "nope", b.Lease(), in); !errors.Is(err, coordinator.ErrPoolNotFound) {
@@ -201,7 +201,7 @@ func TestInstanceAddressTakenRefused(t *testing.T) {
 		t.Fatalf("second ID at one address: %v, want ErrConflict naming instance a", err)
 	}
 	other := testkit.Session(t, cli, 10*time.Second)
-	if _, err := c.TakeOverInstance(ctx, "p", agent.Lease(), other.Lease(), coordinator.Instance{ID: "c", Addr: "10.0.0.1:80"}); !errors.Is(err, coordinator.ErrConflict) {
+	if _, err := c.TakeOverInstance(ctx, "p", &coordinator.InstanceOwnedError{Owner: agent.Lease()}, other.Lease(), coordinator.Instance{ID: "c", Addr: "10.0.0.1:80"}); !errors.Is(err, coordinator.ErrConflict) {
 		t.Fatalf("takeover to an address taken: %v, want ErrConflict", err)
 	}
 	for _, ok := range [][3]string{{"p", "a", "10.0.0.1:80"}, {"p", "b", "10.0.0.2:80"}, {"q", "b", "10.0.0.1:80"}, {"p", "c", ""}, {"p", "d", ""}} {
@@ -244,7 +244,7 @@ func TestInstanceAddressRaceOneWins(t *testing.T) {
 			a := coordinator.Instance{ID: "a", Addr: "10.0.0.1:80"}
 			var err error
 			if takeover {
-				_, err = ca.TakeOverInstance(ctx, "p", from.Lease(), agentA.Lease(), a)
+				_, err = ca.TakeOverInstance(ctx, "p", &coordinator.InstanceOwnedError{Owner: from.Lease()}, agentA.Lease(), a)
 			} else {
 				_, err = ca.RegisterInstance(ctx, "p", agentA.Lease(), a)
 			}
@@ -268,6 +268,49 @@ func TestInstanceAddressRaceOneWins(t *testing.T) {
 				t.Fatalf("%d instances at 10.0.0.1:80: %+v", at, ins)
 			}
 		})
+	}
+}
+
+// A take-back decided on a stopping mark must not undo an operator's drain
+// written after the mark was read: agent B, which took i1 over, drains it
+// to stop; agent A's registration is refused naming B's stopping lease;
+// an operator drains i1 (clearing the mark); A's takeover with that
+// refusal is refused, and i1 stays draining under B's lease. Before the
+// takeover compared the key's revision (2026-12-05), A took it over and
+// made it ready again.
+func TestTakeOverRefusedAfterOperatorWrite(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 10*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 4})
+	a, b := testkit.Session(t, cli, 10*time.Second), testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", b.Lease(), coordinator.Instance{ID: "i1", Agent: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetInstanceStateIfOwner(ctx, "p", "i1", b.Lease(), coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.RegisterInstance(ctx, "p", a.Lease(), coordinator.Instance{ID: "i1", Agent: "a"})
+	var owned *coordinator.InstanceOwnedError
+	if !errors.As(err, &owned) || !owned.Stopping || owned.Owner != b.Lease() || owned.Revision == 0 {
+		t.Fatalf("A's registration: %v (%+v); want refused naming B's stopping lease and the key's revision", err, owned)
+	}
+	if _, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.TakeOverInstance(ctx, "p", owned, a.Lease(), coordinator.Instance{ID: "i1", Agent: "a"})
+	var now *coordinator.InstanceOwnedError
+	if !errors.As(err, &now) || now.Owner != b.Lease() || now.Stopping || now.Revision <= owned.Revision {
+		t.Fatalf("take-over after the operator's drain: %v (%+v); want refused, naming B's lease, not stopping, a later revision", err, now)
+	}
+	in, err := c.GetInstance(ctx, "p", "i1")
+	if err != nil || in.Lease != b.Lease() || in.State != coordinator.InstanceDraining {
+		t.Fatalf("i1 after the refused take-over: %+v (%v); want draining under B's lease", in, err)
+	}
+	if _, err := c.TakeOverInstance(ctx, "p", now, a.Lease(), coordinator.Instance{ID: "i1", Agent: "a"}); err != nil {
+		t.Fatalf("take-over with the refusal read now: %v", err) // the lease and revision as they are: applies
+	}
+	if _, err := c.TakeOverInstance(ctx, "p", nil, a.Lease(), coordinator.Instance{ID: "i1"}); !errors.Is(err, coordinator.ErrInvalid) {
+		t.Fatalf("take-over from nil: %v; want ErrInvalid", err)
 	}
 }
 
