@@ -105,8 +105,9 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 			a.o.log.Info("instance registered", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
 		case errors.As(err, &owned) && a.takeoverReason(refOf(in), owned) != "":
 			// A takeover that lost its compare-and-swap: the key moved to
-			// another lease meanwhile, which may be taken over as well.
-			a.o.log.Warn("instance moved to another lease as it was taken over; retrying", "pool", in.Pool, "instance", in.ID,
+			// another lease, or was written, since it was read; it is
+			// read again and, if still allowed, taken over then.
+			a.o.log.Warn("instance changed as it was taken over; retrying", "pool", in.Pool, "instance", in.ID,
 				"owner", owned.Agent, "owner_lease", leaseHex(owned.Owner))
 			failed = append(failed, in)
 		case errors.As(err, &owned):

@@ -14,7 +14,10 @@ import (
 
 // InstanceOwnedError reports that an instance key is bound to a lease
 // other than the caller's: another agent (or an earlier run of the same
-// one) registered it, and nothing was written. It matches ErrConflict.
+// one) registered it, and nothing was written. From TakeOverInstance it
+// may also say that the key changed since the refusal the takeover was
+// given was read (the same Owner, a later Revision). It matches
+// ErrConflict.
 type InstanceOwnedError struct {
 	// Pool and ID name the instance.
 	Pool, ID string
@@ -51,26 +54,29 @@ func (e *InstanceOwnedError) Unwrap() error { return ErrConflict }
 // lease holds the key it writes nothing and returns an
 // *InstanceOwnedError; see TakeOverInstance. An address that another
 // instance of the pool is registered at is refused with ErrConflict
-// (addrGuarded), even when another registration at it races this one.
+// (addrFree).
 func (c *Coordinator) RegisterInstance(ctx context.Context, pool string, lease clientv3.LeaseID, in Instance) (Instance, error) {
 	put, err := c.instancePut(pool, lease, &in)
 	if err != nil {
 		return Instance{}, err
 	}
+	if err := c.addrFree(ctx, pool, in); err != nil {
+		return Instance{}, err
+	}
 	key, spec := c.k.instance(pool, in.ID), c.specExists(pool)
-	ok, rs, rev, err := c.addrGuarded(ctx, pool, in, []clientv3.Cmp{spec, leaseIs(key, lease)}, []clientv3.Op{put},
-		[]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{spec, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-			[]clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)})})
+	resp, err := c.cli.Txn(ctx).If(spec, leaseIs(key, lease)).Then(put).
+		Else(clientv3.OpTxn([]clientv3.Cmp{spec, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+			[]clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)})).Commit()
 	if err != nil {
 		return Instance{}, fmt.Errorf("coordinator: register instance %q in %q: %w", in.ID, pool, err)
 	}
-	if !ok {
-		inner := rs[0].GetResponseTxn()
+	if !resp.Succeeded {
+		inner := resp.Responses[0].GetResponseTxn()
 		if !inner.Succeeded {
 			return Instance{}, c.instanceRefusal(pool, in.ID, inner.Responses)
 		}
 	}
-	in.Lease, in.Revision = lease, rev
+	in.Lease, in.Revision = lease, resp.Header.Revision
 	return in, nil
 }
 
@@ -95,79 +101,50 @@ func (c *Coordinator) TakeOverInstance(ctx context.Context, pool string, from *I
 	if err != nil {
 		return Instance{}, err
 	}
+	if err := c.addrFree(ctx, pool, in); err != nil {
+		return Instance{}, err
+	}
 	key := c.k.instance(pool, in.ID)
 	cmps := []clientv3.Cmp{c.specExists(pool), clientv3.Compare(clientv3.CreateRevision(key), ">", 0), leaseIs(key, from.Owner)}
 	if from.Revision != 0 {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", from.Revision))
 	}
-	ok, rs, rev, err := c.addrGuarded(ctx, pool, in, cmps, []clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)})
+	resp, err := c.cli.Txn(ctx).If(cmps...).Then(put).Else(clientv3.OpGet(c.k.spec(pool)), clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return Instance{}, fmt.Errorf("coordinator: take over instance %q in %q: %w", in.ID, pool, err)
 	}
-	if !ok {
-		if err := c.instanceRefusal(pool, in.ID, rs); !isOwnedBy(err, lease) {
+	if !resp.Succeeded {
+		if err := c.instanceRefusal(pool, in.ID, resp.Responses); !isOwnedBy(err, lease) {
 			return Instance{}, err
 		}
 	}
-	in.Lease, in.Revision = lease, rev
+	in.Lease, in.Revision = lease, resp.Header.Revision
 	return in, nil
 }
 
-// addrGuarded sends the instance write of in, a txn of cmps, then and els,
-// so that it applies only while no other instance of pool is registered at
-// in's address: two IDs at one address would let two exclusive claims
-// reach one worker. It reads the pool's instances and refuses the address
-// when another instance is at it (ErrConflict, naming that instance);
-// else it sends the txn nested in one whose compare is that no instance
-// key of the pool was written since that read. So a registration at the
-// same address that commits in between makes the txn apply nothing, and
-// addrGuarded reads again, at most addrTries times in all. Two
-// registrations racing at one address therefore never both pass
-// (TestInstanceAddressRaceOneWins); when every try meets such a write, the
-// error says so and applied nothing (transient: try again). An instance
-// without an address is not checked: the txn is sent as it is.
-//
-// It returns whether the txn's compares held, its responses and the
-// revision it was applied at. The cost is a read of the pool's instances
-// per write: O(n) each, O(n²) for an agent registering n instances.
-func (c *Coordinator) addrGuarded(ctx context.Context, pool string, in Instance, cmps []clientv3.Cmp, then, els []clientv3.Op) (bool, []*pb.ResponseOp, int64, error) {
+// addrFree refuses in's address when another instance of pool is
+// registered at it (ErrConflict, naming that instance): two IDs at one
+// address would let two exclusive claims reach one worker. It reads the
+// pool's instances before the caller's txn, not in it, so two
+// registrations that race may both pass: it catches a misconfiguration,
+// it is not a lock. An instance without an address is not checked.
+func (c *Coordinator) addrFree(ctx context.Context, pool string, in Instance) error {
 	if in.Addr == "" {
-		resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
-		if err != nil {
-			return false, nil, 0, err
-		}
-		return resp.Succeeded, resp.Responses, resp.Header.Revision, nil
+		return nil
 	}
-	prefix := c.k.instances(pool)
-	for range addrTries {
-		resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix())
-		if err != nil {
-			return false, nil, 0, fmt.Errorf("read its pool's instances: %w", err)
-		}
-		for _, kv := range resp.Kvs {
-			var x Instance
-			if json.Unmarshal(kv.Value, &x) == nil && x.ID != in.ID && x.Addr == in.Addr {
-				return false, nil, 0, fmt.Errorf("%w: instance %q of pool %q is registered at %s already; one worker under two IDs would serve two claims at once",
-					ErrConflict, x.ID, pool, in.Addr)
-			}
-		}
-		unchanged := clientv3.Compare(clientv3.ModRevision(prefix), "<", resp.Header.Revision+1).WithPrefix()
-		tresp, err := c.cli.Txn(ctx).If(unchanged).Then(clientv3.OpTxn(cmps, then, els)).Commit()
-		if err != nil {
-			return false, nil, 0, err
-		}
-		if tresp.Succeeded {
-			inner := tresp.Responses[0].GetResponseTxn()
-			return inner.Succeeded, inner.Responses, tresp.Header.Revision, nil
+	resp, err := c.cli.Get(ctx, c.k.instances(pool), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("coordinator: register instance %q in %q: read its pool's instances: %w", in.ID, pool, err)
+	}
+	for _, kv := range resp.Kvs {
+		var x Instance
+		if json.Unmarshal(kv.Value, &x) == nil && x.ID != in.ID && x.Addr == in.Addr {
+			return fmt.Errorf("%w: instance %q of pool %q is registered at %s already; one worker under two IDs would serve two claims at once",
+				ErrConflict, x.ID, pool, in.Addr)
 		}
 	}
-	return false, nil, 0, fmt.Errorf("the instances of pool %q changed under each of %d tries to check that %s is free; try again",
-		pool, addrTries, in.Addr)
+	return nil
 }
-
-// addrTries bounds addrGuarded's reads: each is spent only when another
-// instance of the pool was written between the read and the write.
-const addrTries = 8
 
 // instancePut validates in and returns the put that registers it under
 // lease.
