@@ -53,9 +53,10 @@ type SeatRecord struct {
 	Address string `json:"address,omitempty"`
 	// Labels are the instance's labels.
 	Labels map[string]string `json:"labels,omitempty"`
-	// Draining is true once the instance has been seen draining while the
-	// seat is held: finish the work on it; the seat goes at the drain's
-	// timeout, with the instance (coordinator.Claim.Draining).
+	// Draining is true while the instance is seen draining and the seat
+	// is held: finish the work on it; the seat goes at the drain's
+	// timeout, with the instance. False again if the instance is made
+	// ready again (coordinator.Claim.DrainState).
 	Draining bool `json:"draining,omitempty"`
 	// Reason is a coordinator loss reason (expired, force_released,
 	// instance_gone, pool_deleted, unknown) when State is lost.

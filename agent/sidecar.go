@@ -117,7 +117,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	log := s.o.log.With("pool", s.cfg.Pool, "seat", cl.Seat(), "token", cl.Token(), "lease", leaseHex(sess.Lease()))
 	log.Info("seat held", "instance", s.Record().Instance)
-	draining := cl.Draining()
+	_, drainMoved := cl.DrainState()
 	for {
 		select {
 		case <-ctx.Done():
@@ -126,12 +126,20 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			return nil
 		case <-cl.Done():
 			return s.lose(ctx, sess, cl)
-		case <-draining:
-			draining = nil // once
+		case <-drainMoved:
+			var on bool
+			on, drainMoved = cl.DrainState()
 			rec := s.Record()
-			rec.Draining = true
+			if rec.Draining == on {
+				continue
+			}
+			rec.Draining = on
 			_ = s.update(rec) // the probes keep passing: the seat is held
-			log.Warn("instance draining; the seat goes at the drain's timeout", "instance", rec.Instance)
+			if on {
+				log.Warn("instance draining; the seat goes at the drain's timeout", "instance", rec.Instance)
+			} else {
+				log.Info("instance ready again; its drain was undone", "instance", rec.Instance)
+			}
 		}
 	}
 }

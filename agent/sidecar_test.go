@@ -297,7 +297,8 @@ func TestSidecarHoldsGoneInstanceUntilAppStopped(t *testing.T) {
 
 // TestSidecarSaysDraining: the instance of the sidecar's seat starts
 // draining; the seat file says so (draining: true, and in the env file),
-// and the probes keep passing while the seat is held.
+// and the probes keep passing while the seat is held. Made ready again,
+// the seat file says draining: false (before 2026-12-05 it kept true).
 func TestSidecarSaysDraining(t *testing.T) {
 	ctx, _, co, _ := poolWithBot(t)
 	cfg := sidecarConfig(t)
@@ -309,17 +310,26 @@ func TestSidecarSaysDraining(t *testing.T) {
 	if _, err := co.SetInstanceState(ctx, "p", "bot-1", coordinator.InstanceDraining); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 5*time.Second, "the seat file to say draining", func() bool {
+	// The env file is written after the JSON one: wait for both.
+	testkit.Eventually(t, 5*time.Second, "the seat file and the env file to say draining", func() bool {
 		b, err := os.ReadFile(cfg.SeatFile)
 		var rec SeatRecord
-		return err == nil && json.Unmarshal(b, &rec) == nil && rec.Draining && rec.State == StateHeld
+		env, eerr := os.ReadFile(cfg.EnvPath())
+		return err == nil && json.Unmarshal(b, &rec) == nil && rec.Draining && rec.State == StateHeld &&
+			eerr == nil && strings.Contains(string(env), "ETCDPOOL_SEAT_DRAINING='true'")
 	})
-	if env, err := os.ReadFile(cfg.EnvPath()); err != nil || !strings.Contains(string(env), "ETCDPOOL_SEAT_DRAINING='true'") {
-		t.Errorf("env file %q, %v: want ETCDPOOL_SEAT_DRAINING='true'", env, err)
-	}
 	if code := get(t, srv.URL+ReadyzPath); code != 200 {
 		t.Errorf("/readyz = %d while the seat is held on a draining instance, want 200", code)
 	}
+	// Undrained (poolctl undrain): the seat file says so again.
+	if _, err := co.SetInstanceState(ctx, "p", "bot-1", coordinator.InstanceReady); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the seat file to say no longer draining", func() bool {
+		b, err := os.ReadFile(cfg.SeatFile)
+		var rec SeatRecord
+		return err == nil && json.Unmarshal(b, &rec) == nil && !rec.Draining && rec.State == StateHeld
+	})
 }
 
 // poolWithBot makes pool p, capacity 2, with instance bot-1 registered by

@@ -96,3 +96,48 @@ func TestDrainingNotStaleOnAdopt(t *testing.T) {
 		t.Fatal("Draining did not close when the instance drained again")
 	}
 }
+
+// DrainState follows the bound instance both ways: a drain, then the
+// instance made ready again (poolctl undrain), then drained again; each
+// change closes the channel the last call returned. Draining closes at
+// the first drain and stays closed. Before 2026-12-05 a holder was never
+// told of an undrain.
+func TestDrainStateFollowsUndrain(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
+		t.Fatal(err)
+	}
+	s := testkit.Session(t, cli, 10*time.Second)
+	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
+	on, changed := cl.DrainState()
+	if on {
+		t.Fatal("DrainState says draining for a ready instance")
+	}
+	for i, st := range []coordinator.InstanceState{coordinator.InstanceDraining, coordinator.InstanceReady, coordinator.InstanceDraining} {
+		if _, err := c.SetInstanceState(ctx, "p", "i1", st); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("step %d (%s): DrainState's channel did not close", i, st)
+		}
+		on, changed = cl.DrainState()
+		if want := st == coordinator.InstanceDraining; on != want {
+			t.Fatalf("step %d (%s): DrainState says draining %v, want %v", i, st, on, want)
+		}
+		select {
+		case <-cl.Draining():
+		default:
+			t.Fatalf("step %d (%s): Draining not closed after a drain", i, st)
+		}
+	}
+	select {
+	case <-cl.Done():
+		t.Fatalf("Done closed on a drain and an undrain: %v", cl.Err())
+	default:
+	}
+}

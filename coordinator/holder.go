@@ -40,6 +40,8 @@ type Claim struct {
 
 	drainc    chan struct{} // closed once the bound instance is seen draining (draining.go)
 	drainOnce sync.Once
+	drainOn   bool          // the bound instance drains, as last seen; under mu
+	drainMove chan struct{} // closed when drainOn changes, then replaced; under mu
 	freedc    chan struct{} // closed once a Release of this claim freed the seat
 	freedOnce sync.Once
 
@@ -48,7 +50,7 @@ type Claim struct {
 
 func (c *Coordinator) newClaim(s *Session, pool string, seat int, token int64, rec seatRecord, inst *Instance) *Claim {
 	cl := &Claim{c: c, sess: s, pool: pool, seat: seat, token: token, claim: queueName(s.Lease(), rec.Nonce), rec: rec, inst: inst,
-		donec: make(chan struct{}), drainc: make(chan struct{}), freedc: make(chan struct{})}
+		donec: make(chan struct{}), drainc: make(chan struct{}), drainMove: make(chan struct{}), freedc: make(chan struct{})}
 	cl.mu.Lock()
 	cl.stopSess = context.AfterFunc(s.life, cl.sessionEnded)
 	cl.mu.Unlock()

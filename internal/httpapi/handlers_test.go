@@ -199,8 +199,9 @@ func streamPath(pool string, c reply, session string) string {
 }
 
 // TestLossStreamSaysDraining: the instance of a seat starts draining while
-// the seat is held; the loss stream says "draining", and then, when the
-// instance goes, "lost" with instance_gone.
+// the seat is held; the loss stream says "draining", "undrained" when it
+// is made ready again (since 2026-12-05), "draining" again, and then,
+// when the instance goes, "lost" with instance_gone.
 func TestLossStreamSaysDraining(t *testing.T) {
 	e := newEnv(t, nil)
 	e.createPool("p", coordinator.PoolSpec{Capacity: 2})
@@ -220,6 +221,15 @@ func TestLossStreamSaysDraining(t *testing.T) {
 	}
 	if ev, data := sseEvent(t, rd); ev != "draining" || !strings.Contains(data, `"instance":"i1"`) {
 		t.Fatalf("event %q %s, want draining for i1", ev, data)
+	}
+	for _, st := range []coordinator.InstanceState{coordinator.InstanceReady, coordinator.InstanceDraining} {
+		if _, err := e.co.SetInstanceState(ctx, "p", "i1", st); err != nil {
+			t.Fatal(err)
+		}
+		want := map[coordinator.InstanceState]string{coordinator.InstanceReady: "undrained", coordinator.InstanceDraining: "draining"}[st]
+		if ev, data := sseEvent(t, rd); ev != want || !strings.Contains(data, `"instance":"i1"`) {
+			t.Fatalf("after %s: event %q %s, want %s for i1", st, ev, data, want)
+		}
 	}
 	if err := e.co.DeregisterInstance(ctx, "p", "i1"); err != nil {
 		t.Fatal(err)

@@ -153,12 +153,19 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 	}
 	tick := time.NewTicker(pingInterval)
 	defer tick.Stop()
-	draining := cl.Draining()
+	told := false // the last drain state sent: none before a drain
+	_, drainMoved := cl.DrainState()
 	for {
 		select {
-		case <-draining:
-			draining = nil // told once
-			if e.send("draining", claimView(cl)) != nil {
+		case <-drainMoved:
+			var on bool
+			on, drainMoved = cl.DrainState()
+			if on == told {
+				continue
+			}
+			told = on
+			event := map[bool]string{true: "draining", false: "undrained"}[on]
+			if e.send(event, claimView(cl)) != nil {
 				return nil
 			}
 		case <-r.Context().Done():

@@ -203,7 +203,7 @@ func (o *runOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.hold(ctx, c, cl, sess, o.instanceOf(ctx, c, cl))
+	return o.hold(ctx, cl, sess, o.instanceOf(ctx, c, cl))
 }
 
 // instanceOf returns the instance the seat is bound to. A claim adopted

@@ -41,68 +41,54 @@ func (o *runOptions) newDrainNotice(in coordinator.Instance) (*drainNotice, erro
 	return d, nil
 }
 
-// start watches the instance until stop; grp receives --drain-signal.
-func (d *drainNotice) start(c *coordinator.Coordinator, pool string, grp *group) {
+// start follows the drain state of cl's instance (Claim.DrainState)
+// until stop; grp receives --drain-signal.
+func (d *drainNotice) start(cl *coordinator.Claim, grp *group) {
 	if d.file == "" {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan struct{})
-	go func() { // Watch reads etcd before it returns: not on the way to watching the seat
+	go func() {
 		defer close(d.done)
-		events := c.Watch(ctx, pool)
-		d.follow(ctx, c, pool, events, grp) // follow reads the state after the watch opened: no gap
+		d.follow(ctx, cl, grp)
 	}()
 }
 
 // follow keeps the drain file in step with the instance's state.
-func (d *drainNotice) follow(ctx context.Context, c *coordinator.Coordinator, pool string, events <-chan coordinator.Event, grp *group) {
+func (d *drainNotice) follow(ctx context.Context, cl *coordinator.Claim, grp *group) {
 	draining := false
-	set := func(now bool) {
-		if now == draining {
+	for {
+		now, changed := cl.DrainState()
+		if now != draining {
+			draining = now
+			d.tell(now, grp)
+		}
+		select {
+		case <-ctx.Done():
 			return
-		}
-		draining = now
-		if !now {
-			_ = os.Remove(d.file)
-			return
-		}
-		if err := os.WriteFile(d.file, []byte(d.in.ID+"\n"), 0o644); err != nil {
-			d.o.logf("warning: drain file: %v", err)
-		}
-		if d.o.drainSig != nil {
-			grp.signal(d.o.drainSig)
-		}
-		d.o.logf("instance %q is draining; told the command (%s)", d.in.ID, drainEnv)
-	}
-	set(d.current(ctx, c, pool))
-	for ev := range events {
-		switch {
-		case ev.Type == coordinator.EventResync:
-			set(d.current(ctx, c, pool))
-		case ev.Instance != d.in.ID:
-		case ev.Type == coordinator.EventInstanceDraining:
-			set(true)
-		case ev.Type == coordinator.EventInstanceUp:
-			set(false)
+		case <-changed:
 		}
 	}
 }
 
-// current reads whether the instance is draining now (false if unknown).
-func (d *drainNotice) current(ctx context.Context, c *coordinator.Coordinator, pool string) bool {
-	ctx, cancel := d.o.g.withTimeout(ctx)
-	defer cancel()
-	all, _ := c.Instances(ctx, pool)
-	for _, x := range all {
-		if x.ID == d.in.ID {
-			return x.State == coordinator.InstanceDraining
-		}
+// tell creates the drain file and sends --drain-signal when the instance
+// starts draining, and removes the file when it is made ready again.
+func (d *drainNotice) tell(draining bool, grp *group) {
+	if !draining {
+		_ = os.Remove(d.file)
+		return
 	}
-	return false
+	if err := os.WriteFile(d.file, []byte(d.in.ID+"\n"), 0o644); err != nil {
+		d.o.logf("warning: drain file: %v", err)
+	}
+	if d.o.drainSig != nil {
+		grp.signal(d.o.drainSig)
+	}
+	d.o.logf("instance %q is draining; told the command (%s)", d.in.ID, drainEnv)
 }
 
-// stop ends the watch and removes the drain file.
+// stop ends the following and removes the drain file.
 func (d *drainNotice) stop() {
 	if d.cancel != nil {
 		d.cancel()

@@ -20,7 +20,7 @@ const guardDied = -1
 // seat went first. ctx does not bound the command: a signal that cancelled
 // it between the grant and the handover to the command is forwarded like
 // any later one.
-func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *coordinator.Claim, sess *coordinator.Session, in coordinator.Instance) error {
+func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coordinator.Session, in coordinator.Instance) error {
 	env := o.g.env
 	lost := cl.Done() // the claim is watched from here on
 	drain, err := o.newDrainNotice(in)
@@ -49,7 +49,7 @@ func (o *runOptions) hold(ctx context.Context, c *coordinator.Coordinator, cl *c
 	if errors.As(context.Cause(ctx), &early) {
 		grp.signal(early.sig)
 	}
-	drain.start(c, cl.Pool(), grp)
+	drain.start(cl, grp)
 	select {
 	case <-grp.exited:
 		grp.stop(o.KillGrace, sessionCut(sess, o.KillGrace)) // whatever the command left running

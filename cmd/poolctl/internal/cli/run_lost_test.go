@@ -313,7 +313,7 @@ func TestRunHoldSeesLossAtOnce(t *testing.T) {
 			o.Argv = []string{"sh", "-c", `touch "$D/started"; trap 'exit 143' TERM; while :; do sleep 0.05; done`}
 			o.path, _ = lookCommand("sh")
 			in, _ := cl.Instance()
-			err = o.hold(context.Background(), pc, cl, sess, in)
+			err = o.hold(context.Background(), cl, sess, in)
 			if !errors.Is(err, errSeatLost) {
 				t.Fatalf("hold: %v; want the seat lost", err)
 			}
@@ -363,7 +363,7 @@ func TestRunInstanceLossBeforeStartRecordsIt(t *testing.T) {
 	o.Argv = []string{"sh", "-c", `touch "$D/started"`}
 	o.path, _ = lookCommand("sh")
 	in, _ := cl.Instance()
-	err = o.hold(context.Background(), pc, cl, sess, in)
+	err = o.hold(context.Background(), cl, sess, in)
 	o.closeSession(sess) // as Run's defer
 	if !errors.Is(err, errSeatLost) || exists(filepath.Join(dir, "started")) {
 		t.Fatalf("hold: %v, started %v; want the seat lost and the command not started", err, exists(filepath.Join(dir, "started")))
