@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -64,15 +65,7 @@ func TestDrainingTellsHolder(t *testing.T) {
 // history from the grant, and confirms a drain it replays by reading the
 // instance now. Found by a review (2026-12-05): it said draining.
 func TestDrainingNotStaleOnAdopt(t *testing.T) {
-	c, cli := newCoord(t)
-	ctx := testkit.Ctx(t, 20*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
-	agent := testkit.Session(t, cli, 10*time.Second)
-	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
-		t.Fatal(err)
-	}
-	s := testkit.Session(t, cli, 10*time.Second)
-	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
+	ctx, c, s, cl := claimOnInstance(t)
 	for _, st := range []coordinator.InstanceState{coordinator.InstanceDraining, coordinator.InstanceReady} {
 		if _, err := c.SetInstanceState(ctx, "p", "i1", st); err != nil {
 			t.Fatal(err)
@@ -103,15 +96,7 @@ func TestDrainingNotStaleOnAdopt(t *testing.T) {
 // the first drain and stays closed. Before 2026-12-05 a holder was never
 // told of an undrain.
 func TestDrainStateFollowsUndrain(t *testing.T) {
-	c, cli := newCoord(t)
-	ctx := testkit.Ctx(t, 20*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
-	agent := testkit.Session(t, cli, 10*time.Second)
-	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
-		t.Fatal(err)
-	}
-	s := testkit.Session(t, cli, 10*time.Second)
-	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
+	ctx, c, _, cl := claimOnInstance(t)
 	on, changed := cl.DrainState()
 	if on {
 		t.Fatal("DrainState says draining for a ready instance")
@@ -140,4 +125,18 @@ func TestDrainStateFollowsUndrain(t *testing.T) {
 		t.Fatalf("Done closed on a drain and an undrain: %v", cl.Err())
 	default:
 	}
+}
+
+// claimOnInstance makes pool p, capacity 2, with instance i1 registered by
+// an agent's session, and a claim bound to i1 under session s.
+func claimOnInstance(t *testing.T) (context.Context, *coordinator.Coordinator, *coordinator.Session, *coordinator.Claim) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
+		t.Fatal(err)
+	}
+	s := testkit.Session(t, cli, 10*time.Second)
+	return ctx, c, s, mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
 }
