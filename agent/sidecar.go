@@ -117,8 +117,19 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	log := s.o.log.With("pool", s.cfg.Pool, "seat", cl.Seat(), "token", cl.Token(), "lease", leaseHex(sess.Lease()))
 	log.Info("seat held", "instance", s.Record().Instance)
-	_, drainMoved := cl.DrainState()
 	for {
+		// The claim's monitor runs since cl.Done above: the instance may
+		// be draining already (a seat resumed during a drain).
+		on, drainMoved := cl.DrainState()
+		if rec := s.Record(); rec.Draining != on {
+			rec.Draining = on
+			_ = s.update(rec) // the probes keep passing: the seat is held
+			if on {
+				log.Warn("instance draining; the seat goes at the drain's timeout", "instance", rec.Instance)
+			} else {
+				log.Info("instance ready again; its drain was undone", "instance", rec.Instance)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			s.release(sess, cl)
@@ -127,19 +138,6 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		case <-cl.Done():
 			return s.lose(ctx, sess, cl)
 		case <-drainMoved:
-			var on bool
-			on, drainMoved = cl.DrainState()
-			rec := s.Record()
-			if rec.Draining == on {
-				continue
-			}
-			rec.Draining = on
-			_ = s.update(rec) // the probes keep passing: the seat is held
-			if on {
-				log.Warn("instance draining; the seat goes at the drain's timeout", "instance", rec.Instance)
-			} else {
-				log.Info("instance ready again; its drain was undone", "instance", rec.Instance)
-			}
 		}
 	}
 }

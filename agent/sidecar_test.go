@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -325,11 +327,59 @@ func TestSidecarSaysDraining(t *testing.T) {
 	if _, err := co.SetInstanceState(ctx, "p", "bot-1", coordinator.InstanceReady); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 5*time.Second, "the seat file to say no longer draining", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the seat file and the env file to say no longer draining", func() bool {
 		b, err := os.ReadFile(cfg.SeatFile)
 		var rec SeatRecord
-		return err == nil && json.Unmarshal(b, &rec) == nil && !rec.Draining && rec.State == StateHeld
+		env, eerr := os.ReadFile(cfg.EnvPath())
+		return err == nil && json.Unmarshal(b, &rec) == nil && !rec.Draining && rec.State == StateHeld &&
+			eerr == nil && strings.Contains(string(env), "ETCDPOOL_SEAT_DRAINING='false'")
 	})
+}
+
+// TestSidecarResumedOnDrainingInstance: the previous run held a seat on
+// bot-1, and bot-1 started draining while the sidecar was down. The
+// resumed sidecar's seat file says draining. The claim's monitor runs from
+// the resume on, and may see the drain before the sidecar first asks
+// (here it does: the "seat held" log line takes 300 ms). Found by a
+// review (2026-12-05): the sidecar dropped DrainState's first answer, so
+// the seat file never said draining.
+func TestSidecarResumedOnDrainingInstance(t *testing.T) {
+	ctx, cli, co, _ := poolWithBot(t)
+	cfg := sidecarConfig(t)
+	old := crashedRun(t, cli, co, cfg, 2*time.Second, StateHeld)
+	if _, err := co.SetInstanceState(ctx, "p", "bot-1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	slow := slog.New(slowLine{slog.NewTextHandler(io.Discard, nil), "seat held", 300 * time.Millisecond})
+	sc := NewSidecar(co, cfg, WithLogger(slow))
+	runSidecar(t, sc)
+	testkit.Eventually(t, 5*time.Second, "the resumed seat's file to say draining", func() bool {
+		rec, err := ReadSeatFile(cfg.SeatFile)
+		return err == nil && rec.State == StateHeld && rec.Token == old.Token() && rec.Draining
+	})
+}
+
+// slowLine is a slog.Handler that takes d to handle a record whose message
+// is msg.
+type slowLine struct {
+	slog.Handler
+	msg string
+	d   time.Duration
+}
+
+func (h slowLine) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		time.Sleep(h.d)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h slowLine) WithAttrs(as []slog.Attr) slog.Handler {
+	return slowLine{h.Handler.WithAttrs(as), h.msg, h.d}
+}
+
+func (h slowLine) WithGroup(name string) slog.Handler {
+	return slowLine{h.Handler.WithGroup(name), h.msg, h.d}
 }
 
 // poolWithBot makes pool p, capacity 2, with instance bot-1 registered by

@@ -23,11 +23,13 @@ func (cl *Claim) Draining() <-chan struct{} {
 // DrainState reports whether the instance the seat is bound to is
 // draining, as the claim's monitor last saw it, and a channel that is
 // closed at the next change of that: a drain, as Draining tells, or the
-// instance made ready again (poolctl undrain). Call it again once the
-// channel is closed. The first call starts the monitor, as Draining
-// does, so the first answer may be false for an instance draining
-// already: the channel closes as soon as the monitor sees it. For an
-// anonymous seat it is false and the channel never closes.
+// instance made ready again (poolctl undrain). Act on the answer, then
+// call it again once the channel is closed: the answer may say draining
+// already (the monitor runs from the first call of Done, Err, Draining or
+// DrainState). The first call starts the monitor, as Draining does; it
+// may answer false for an instance draining already, and the channel
+// closes as soon as the monitor sees it. For an anonymous seat it is
+// false and the channel never closes.
 func (cl *Claim) DrainState() (draining bool, changed <-chan struct{}) {
 	cl.monOnce.Do(cl.startMonitor)
 	cl.mu.Lock()
@@ -38,42 +40,55 @@ func (cl *Claim) DrainState() (draining bool, changed <-chan struct{}) {
 // instanceState records whether v, the bound instance's value as the
 // monitor saw it, says it drains (DrainState; Draining closes at the
 // first drain). A watch event may replay history (the monitor watches
-// from the grant, and starts when first asked: a drain since undone would
-// show), so one that says it drains is confirmed by reading the key now
-// (current false); a value just read is current. One that says it is
-// ready is taken as it is: any later change follows it in the watch.
+// from the grant, and starts when first asked: a drain since undone, or
+// an undrain since drained again, would show), so one that would change
+// the state is confirmed by reading the key now (current false), and the
+// key's state now is what is recorded; a value just read is current.
 func (cl *Claim) instanceState(ctx context.Context, v []byte, current bool) {
-	var in Instance
-	if json.Unmarshal(v, &in) != nil {
+	on, ok := drainingIn(v)
+	if !ok {
 		return
 	}
-	on := in.State == InstanceDraining
-	if on && !current {
+	if !current && on != cl.drainingNow() {
 		kv, _ := cl.reread(ctx, cl.c.k.instance(cl.pool, cl.rec.Instance))
-		if kv == nil || !draining(kv.Value) {
-			return // not now (or gone: the watch's delete tells)
+		if kv == nil {
+			return // gone (the watch's delete tells), or the monitor stopped
+		}
+		if on, ok = drainingIn(kv.Value); !ok {
+			return
 		}
 	}
 	cl.setDraining(on)
 }
 
-// setDraining records on as the instance's drain state.
+// drainingNow is the drain state as last recorded.
+func (cl *Claim) drainingNow() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.drainOn
+}
+
+// setDraining records on as the instance's drain state, before Draining
+// closes: a caller woken by Draining finds DrainState saying so.
 func (cl *Claim) setDraining(on bool) {
+	cl.mu.Lock()
+	if cl.drainOn != on {
+		cl.drainOn = on
+		close(cl.drainMove)
+		cl.drainMove = make(chan struct{})
+	}
+	cl.mu.Unlock()
 	if on {
 		cl.drainOnce.Do(func() { close(cl.drainc) })
 	}
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if cl.drainOn == on {
-		return
-	}
-	cl.drainOn = on
-	close(cl.drainMove)
-	cl.drainMove = make(chan struct{})
 }
 
-// draining reports whether v, an instance's value, says it drains.
-func draining(v []byte) bool {
+// drainingIn reports whether v, an instance's value, says it drains, and
+// false for ok when v is not an instance's value.
+func drainingIn(v []byte) (draining, ok bool) {
 	var in Instance
-	return json.Unmarshal(v, &in) == nil && in.State == InstanceDraining
+	if json.Unmarshal(v, &in) != nil {
+		return false, false
+	}
+	return in.State == InstanceDraining, true
 }

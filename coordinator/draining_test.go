@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -124,6 +125,35 @@ func TestDrainStateFollowsUndrain(t *testing.T) {
 	case <-cl.Done():
 		t.Fatalf("Done closed on a drain and an undrain: %v", cl.Err())
 	default:
+	}
+}
+
+// A claim whose monitor starts after its instance drained, was made ready
+// again and drained again (the instance drains now) is told draining
+// once: the monitor replays the three changes from the grant, and each
+// that would change what it says is checked against the key as it is now.
+// Found by a review (2026-12-05): the replayed undrain was taken as
+// current, so DrainState went true, false, true.
+func TestDrainStateReplayNotStale(t *testing.T) {
+	ctx, c, _, cl := claimOnInstance(t)
+	for _, st := range []coordinator.InstanceState{coordinator.InstanceDraining, coordinator.InstanceReady, coordinator.InstanceDraining} {
+		if _, err := c.SetInstanceState(ctx, "p", "i1", st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen []bool
+	for {
+		on, changed := cl.DrainState() // the first call starts the monitor
+		seen = append(seen, on)
+		select {
+		case <-changed:
+			continue
+		case <-time.After(time.Second):
+		}
+		break
+	}
+	if want := []bool{false, true}; !slices.Equal(seen, want) && !slices.Equal(seen, want[1:]) {
+		t.Fatalf("DrainState said %v; want %v (or %v)", seen, want, want[1:])
 	}
 }
 

@@ -133,8 +133,9 @@ func (s *Server) leaseEnds(ctx context.Context, sess *coordinator.Session) bool 
 
 // lossStream is GET /v1/pools/{pool}/seats/{seat}/events: "held" at once,
 // "draining" if the seat's instance starts draining meanwhile (the seat is
-// still held: finish and release it), then one "lost" (or "closed") event
-// when the seat is lost, and the end.
+// still held: finish and release it) and "undrained" if it is made ready
+// again, then one "lost" (or "closed") event when the seat is lost, and
+// the end.
 func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	ref, err := parseSeatRef(r)
 	if err != nil {
@@ -154,20 +155,17 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 	tick := time.NewTicker(pingInterval)
 	defer tick.Stop()
 	told := false // the last drain state sent: none before a drain
-	_, drainMoved := cl.DrainState()
 	for {
-		select {
-		case <-drainMoved:
-			var on bool
-			on, drainMoved = cl.DrainState()
-			if on == told {
-				continue
-			}
+		on, drainMoved := cl.DrainState()
+		if on != told {
 			told = on
 			event := map[bool]string{true: "draining", false: "undrained"}[on]
 			if e.send(event, claimView(cl)) != nil {
 				return nil
 			}
+		}
+		select {
+		case <-drainMoved:
 		case <-r.Context().Done():
 			if errors.Is(context.Cause(r.Context()), ErrServerStopping) {
 				_ = e.send("closed", LossView{Pool: ref.pool, Seat: ref.seat, Token: ref.token, Reason: ReasonServerClosed, Message: serverClosedMsg})
