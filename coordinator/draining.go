@@ -41,9 +41,12 @@ func (cl *Claim) DrainState() (draining bool, changed <-chan struct{}) {
 // monitor saw it, says it drains (DrainState; Draining closes at the
 // first drain). A watch event may replay history (the monitor watches
 // from the grant, and starts when first asked: a drain since undone, or
-// an undrain since drained again, would show), so one that would change
-// the state is confirmed by reading the key now (current false), and the
-// key's state now is what is recorded; a value just read is current.
+// an undrain since drained again, would show), so one older than its
+// watch response's revision (current false) that would change the state
+// is confirmed by reading the key now, and the key's state now is what is
+// recorded. A value just read, or an event at its response's revision (a
+// live one), is current: it is recorded as it is, and the monitor does
+// not wait on a read for it.
 func (cl *Claim) instanceState(ctx context.Context, v []byte, current bool) {
 	on, ok := drainingIn(v)
 	if !ok {

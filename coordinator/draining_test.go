@@ -2,9 +2,14 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/testkit"
@@ -154,6 +159,64 @@ func TestDrainStateReplayNotStale(t *testing.T) {
 	}
 	if want := []bool{false, true}; !slices.Equal(seen, want) && !slices.Equal(seen, want[1:]) {
 		t.Fatalf("DrainState said %v; want %v (or %v)", seen, want, want[1:])
+	}
+}
+
+// A live drain or undrain is recorded as the watch delivers it, without a
+// read: only a replayed event is checked against the key now. So a read
+// of the instance key that stalls (a client's Get sent to a member cut
+// off from the leader, while its watch is on a healthy one) does not keep
+// the claim's monitor from the instance's delete. Found by a review
+// (2026-12-05): after a live undrain the monitor sat in that read, and
+// Done stayed open after the instance went.
+func TestDrainStateLiveEventNeedsNoRead(t *testing.T) {
+	ctx := testkit.Ctx(t, 20*time.Second)
+	var stall atomic.Bool
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	var instKey atomic.Value
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pb.RangeRequest); ok && stall.Load() && string(r.Key) == instKey.Load() {
+			select { // held, as by a member that cannot reach the leader
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-released:
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	op, cli := newCoord(t)
+	c := testkit.Coordinator(t, newObservedClient(t, cli.Endpoints()[0], ic), coordinator.WithPrefix(op.Prefix()))
+	instKey.Store(op.Prefix() + "/pools/p/instances/i1")
+	testkit.CreatePool(t, op, "p", coordinator.PoolSpec{Capacity: 2})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	if _, err := op.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
+		t.Fatal(err)
+	}
+	s := testkit.Session(t, c.Client(), 10*time.Second)
+	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
+	cl.DrainState() // the monitor watches from here
+	time.Sleep(200 * time.Millisecond)
+	stall.Store(true)
+	for _, st := range []coordinator.InstanceState{coordinator.InstanceDraining, coordinator.InstanceReady} {
+		if _, err := op.SetInstanceState(ctx, "p", "i1", st); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, 3*time.Second, "DrainState to follow a live "+string(st), func() bool {
+			on, _ := cl.DrainState()
+			return on == (st == coordinator.InstanceDraining)
+		})
+	}
+	if err := op.DeregisterInstance(ctx, "p", "i1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cl.Done():
+		if !errors.Is(cl.Err(), coordinator.ErrInstanceGone) {
+			t.Fatalf("Done after the instance's delete: %v; want ErrInstanceGone", cl.Err())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Done still open 3s after the instance's delete")
 	}
 }
 

@@ -351,7 +351,9 @@ func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, o
 			cl.instanceGone(ctx)
 			return true, 0
 		}
-		cl.instanceState(ctx, ev.Kv.Value, false)
+		// The last write as of the response is the key's state now: not
+		// a replay (instanceState).
+		cl.instanceState(ctx, ev.Kv.Value, ev.Kv.ModRevision >= wr.Header.Revision)
 	}
 	if ok && wr.Err() == nil {
 		return false, 0
