@@ -199,7 +199,7 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 		a.owned(refOf(in))
 		return false, nil
 	}
-	owned := &coordinator.InstanceOwnedError{Pool: in.Pool, ID: in.ID, Owner: got.Lease, Agent: got.Agent, Stopping: got.AgentStopping(), Revision: got.Revision}
+	owned := got.Refusal(in.Pool)
 	a.ownerStopping(refOf(in), owned.Owner, owned.Stopping)
 	if a.takeoverReason(refOf(in), owned) != "" {
 		return true, nil

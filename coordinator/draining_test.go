@@ -196,7 +196,6 @@ func TestDrainStateLiveEventNeedsNoRead(t *testing.T) {
 	s := testkit.Session(t, c.Client(), 10*time.Second)
 	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
 	cl.DrainState() // the monitor watches from here
-	time.Sleep(200 * time.Millisecond)
 	stall.Store(true)
 	for _, st := range []coordinator.InstanceState{coordinator.InstanceDraining, coordinator.InstanceReady} {
 		if _, err := op.SetInstanceState(ctx, "p", "i1", st); err != nil {

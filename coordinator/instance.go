@@ -173,8 +173,16 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 	}
 	var in Instance
 	_ = json.Unmarshal(kvs[0].Value, &in)
-	return &InstanceOwnedError{Pool: pool, ID: id, Owner: clientv3.LeaseID(kvs[0].Lease), Agent: in.Agent, Stopping: in.AgentStopping(),
-		Revision: kvs[0].ModRevision}
+	in.ID, in.Lease, in.Revision = id, clientv3.LeaseID(kvs[0].Lease), kvs[0].ModRevision
+	return in.Refusal(pool)
+}
+
+// Refusal is what a write to in's key by another lease is refused with:
+// in, as read (Lease and Revision set), described as its holder. It is
+// the refusal TakeOverInstance takes, for a caller that read the key
+// itself (an agent's owner check).
+func (in Instance) Refusal(pool string) *InstanceOwnedError {
+	return &InstanceOwnedError{Pool: pool, ID: in.ID, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping(), Revision: in.Revision}
 }
 
 func isOwnedBy(err error, lease clientv3.LeaseID) bool {
@@ -226,7 +234,7 @@ func (c *Coordinator) setInstanceState(ctx context.Context, pool, id string, sta
 		return Instance{}, err
 	}
 	if owner != nil && in.Lease != *owner {
-		return Instance{}, &InstanceOwnedError{Pool: pool, ID: id, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping(), Revision: in.Revision}
+		return Instance{}, in.Refusal(pool)
 	}
 	switch {
 	case owner == nil || state == InstanceReady:

@@ -268,33 +268,26 @@ func TestInstanceStoppingOnlyByItsAgent(t *testing.T) {
 	}
 	steps := []struct {
 		what     string
-		set      func() (coordinator.Instance, error)
+		agent    bool // its agent's write (SetInstanceStateIfOwner), else an operator's
+		state    coordinator.InstanceState
 		stopping bool
 	}{
-		{"operator drains", func() (coordinator.Instance, error) {
-			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining)
-		}, false},
-		{"its agent drains it, drained already", func() (coordinator.Instance, error) {
-			return c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), coordinator.InstanceDraining)
-		}, false},
-		{"operator undrains", func() (coordinator.Instance, error) {
-			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady)
-		}, false},
-		{"its agent drains it to stop", func() (coordinator.Instance, error) {
-			return c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), coordinator.InstanceDraining)
-		}, true},
-		{"operator drains it as well", func() (coordinator.Instance, error) {
-			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining)
-		}, false},
-		{"its agent drains it to stop again", func() (coordinator.Instance, error) {
-			return c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), coordinator.InstanceDraining)
-		}, false},
-		{"made ready", func() (coordinator.Instance, error) {
-			return c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceReady)
-		}, false},
+		{"operator drains", false, coordinator.InstanceDraining, false},
+		{"its agent drains it, drained already", true, coordinator.InstanceDraining, false},
+		{"operator undrains", false, coordinator.InstanceReady, false},
+		{"its agent drains it to stop", true, coordinator.InstanceDraining, true},
+		{"operator drains it as well", false, coordinator.InstanceDraining, false},
+		{"its agent drains it to stop again", true, coordinator.InstanceDraining, false},
+		{"made ready", false, coordinator.InstanceReady, false},
 	}
 	for _, st := range steps {
-		if _, err := st.set(); err != nil {
+		var err error
+		if st.agent {
+			_, err = c.SetInstanceStateIfOwner(ctx, "p", "i1", agent.Lease(), st.state)
+		} else {
+			_, err = c.SetInstanceState(ctx, "p", "i1", st.state)
+		}
+		if err != nil {
 			t.Fatalf("%s: %v", st.what, err)
 		}
 		in, err := c.GetInstance(ctx, "p", "i1")

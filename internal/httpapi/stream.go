@@ -159,7 +159,10 @@ func (s *Server) lossStream(w http.ResponseWriter, r *http.Request, p *Principal
 		on, drainMoved := cl.DrainState()
 		if on != told {
 			told = on
-			event := map[bool]string{true: "draining", false: "undrained"}[on]
+			event := "undrained"
+			if on {
+				event = "draining"
+			}
 			if e.send(event, claimView(cl)) != nil {
 				return nil
 			}
