@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -48,8 +51,18 @@ func TestThreeMemberClusterSurvivesLeaderStop(t *testing.T) {
 	}
 	l := c.Leader(t)
 	c.Stop(l)
-	if _, err := cli.Put(ctx, "k", "v2"); err != nil {
-		t.Fatalf("put after leader stop: %v", err)
+	// A put sent on the stopped member's connection as it closes fails
+	// with Unavailable, and clientv3 does not retry a put: a client tries
+	// again, and the other members must take it.
+	for {
+		_, err := cli.Put(ctx, "k", "v2")
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			t.Fatalf("put after leader stop: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	c.Restart(t, l)
 	resp, err := cli.Get(ctx, "k")
