@@ -1,9 +1,6 @@
 package coordinator
 
-import (
-	"context"
-	"encoding/json"
-)
+import "encoding/json"
 
 // Draining returns a channel that is closed once the instance the seat is
 // bound to is seen draining (an agent stopping, or poolctl drain), while
@@ -38,37 +35,24 @@ func (cl *Claim) DrainState() (draining bool, changed <-chan struct{}) {
 }
 
 // instanceState records whether v, the bound instance's value as the
-// monitor saw it, says it drains (DrainState; Draining closes at the
-// first drain). A watch event may replay history (the monitor watches
-// from the grant, and starts when first asked: a drain since undone, or
-// an undrain since drained again, would show), so one older than its
-// watch response's revision (current false) that would change the state
-// is confirmed by reading the key now, and the key's state now is what is
-// recorded. A value just read, or an event at its response's revision (a
-// live one), is current: it is recorded as it is, and the monitor does
-// not wait on a read for it.
-func (cl *Claim) instanceState(ctx context.Context, v []byte, current bool) {
-	on, ok := drainingIn(v)
-	if !ok {
-		return
+// monitor last saw it, says it drains (DrainState; Draining closes at the
+// first drain). The monitor passes the key's last write in each watch
+// response, or its value just read, never an earlier write of a response:
+// the monitor watches from the grant and starts when first asked, so a
+// response may replay history (a drain since undone, an undrain since
+// drained again), and a replayed state is not told. A response holds
+// every change of the key up to its revision, so its last write is the
+// key's state as of that revision, replayed or live; a later change comes
+// in a later response. (etcd cuts a replay after 1,000 revisions of the
+// watched key, watchBatchMaxRevs, and sends the rest at once: a key
+// written that often between the grant and the monitor's start is told an
+// older state for that moment.) So the monitor never waits on a read to
+// tell a state: one that did, for a replayed drain, left the seat's
+// delete unhandled while the read was slow (TestReplayedDrainNeedsNoRead).
+func (cl *Claim) instanceState(v []byte) {
+	if on, ok := drainingIn(v); ok {
+		cl.setDraining(on)
 	}
-	if !current && on != cl.drainingNow() {
-		kv, _ := cl.reread(ctx, cl.c.k.instance(cl.pool, cl.rec.Instance))
-		if kv == nil {
-			return // gone (the watch's delete tells), or the monitor stopped
-		}
-		if on, ok = drainingIn(kv.Value); !ok {
-			return
-		}
-	}
-	cl.setDraining(on)
-}
-
-// drainingNow is the drain state as last recorded.
-func (cl *Claim) drainingNow() bool {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.drainOn
 }
 
 // setDraining records on as the instance's drain state, before Draining

@@ -163,36 +163,14 @@ func TestDrainStateReplayNotStale(t *testing.T) {
 }
 
 // A live drain or undrain is recorded as the watch delivers it, without a
-// read: only a replayed event is checked against the key now. So a read
-// of the instance key that stalls (a client's Get sent to a member cut
-// off from the leader, while its watch is on a healthy one) does not keep
-// the claim's monitor from the instance's delete. Found by a review
-// (2026-12-05): after a live undrain the monitor sat in that read, and
-// Done stayed open after the instance went.
+// read. So a read of the instance key that stalls (a client's Get sent to
+// a member cut off from the leader, while its watch is on a healthy one)
+// does not keep the claim's monitor from the instance's delete. Found by a
+// review (2026-12-05): after a live undrain the monitor sat in that read,
+// and Done stayed open after the instance went.
 func TestDrainStateLiveEventNeedsNoRead(t *testing.T) {
 	ctx := testkit.Ctx(t, 20*time.Second)
-	var stall atomic.Bool
-	released := make(chan struct{})
-	t.Cleanup(func() { close(released) })
-	var instKey atomic.Value
-	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if r, ok := req.(*pb.RangeRequest); ok && stall.Load() && string(r.Key) == instKey.Load() {
-			select { // held, as by a member that cannot reach the leader
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-released:
-			}
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	op, cli := newCoord(t)
-	c := testkit.Coordinator(t, newObservedClient(t, cli.Endpoints()[0], ic), coordinator.WithPrefix(op.Prefix()))
-	instKey.Store(op.Prefix() + "/pools/p/instances/i1")
-	testkit.CreatePool(t, op, "p", coordinator.PoolSpec{Capacity: 2})
-	agent := testkit.Session(t, cli, 10*time.Second)
-	if _, err := op.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
-		t.Fatal(err)
-	}
+	op, c, stall := stalledInstanceReads(t, 2, "i1")
 	s := testkit.Session(t, c.Client(), 10*time.Second)
 	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
 	cl.DrainState() // the monitor watches from here
@@ -217,6 +195,93 @@ func TestDrainStateLiveEventNeedsNoRead(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("Done still open 3s after the instance's delete")
 	}
+}
+
+// A replayed drain is not checked by a read either: the monitor, started
+// after the drain and a later write, tells the last state of the
+// instance's key in each watch response. Found by a review (2026-12-05):
+// the monitor read the key to confirm a replayed drain, and while that
+// read stalled it did not see its seat's force-release, though a waiter
+// was granted the seat: Done stayed open.
+func TestReplayedDrainNeedsNoRead(t *testing.T) {
+	ctx := testkit.Ctx(t, 30*time.Second)
+	op, c, stall := stalledInstanceReads(t, 1, "i1", "i2")
+	s := testkit.Session(t, c.Client(), 10*time.Second)
+	cl := mustClaim(t, ctx, c, s, "p", coordinator.WithInstance("i1"))
+	if _, err := op.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	// A waiter of another process, for the pool's one seat: its queue key
+	// is written after the drain, so the monitor's first response replays it.
+	ws := testkit.Session(t, op.Client(), 10*time.Second)
+	granted := make(chan *coordinator.Claim, 1)
+	go func() {
+		w, err := op.Claim(ctx, ws, "p", coordinator.WithWait())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		granted <- w
+	}()
+	testkit.Eventually(t, 3*time.Second, "the waiter to queue", func() bool {
+		q, err := op.Queue(ctx, "p")
+		return err == nil && len(q) == 1
+	})
+	stall.Store(true)
+	testkit.Eventually(t, 3*time.Second, "DrainState to tell the replayed drain", func() bool {
+		on, _ := cl.DrainState() // the first call starts the monitor
+		return on
+	})
+	if _, err := op.ForceRelease(ctx, "p", cl.Seat(), cl.Token(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	var w *coordinator.Claim
+	select {
+	case w = <-granted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not granted the force-released seat")
+	}
+	select {
+	case <-cl.Done():
+		if !errors.Is(cl.Err(), coordinator.ErrForceReleased) {
+			t.Fatalf("Done after the force-release: %v; want ErrForceReleased", cl.Err())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("Done still open 3s after the seat was force-released and granted again (token %d)", w.Token())
+	}
+}
+
+// stalledInstanceReads makes pool p of the given capacity with instances
+// ids, registered by an agent's session, and returns an operator's
+// Coordinator op and a Coordinator c on a client whose reads of instance
+// i1's key are held, once stall is set, until the test ends: as by a
+// member that cannot reach the leader.
+func stalledInstanceReads(t *testing.T, capacity int, ids ...string) (op, c *coordinator.Coordinator, stall *atomic.Bool) {
+	stall = new(atomic.Bool)
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	var instKey atomic.Value
+	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pb.RangeRequest); ok && stall.Load() && string(r.Key) == instKey.Load() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-released:
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	op, cli := newCoord(t)
+	c = testkit.Coordinator(t, newObservedClient(t, cli.Endpoints()[0], ic), coordinator.WithPrefix(op.Prefix()))
+	instKey.Store(op.Prefix() + "/pools/p/instances/i1")
+	testkit.CreatePool(t, op, "p", coordinator.PoolSpec{Capacity: capacity})
+	agent := testkit.Session(t, cli, 10*time.Second)
+	for _, id := range ids {
+		if _, err := op.RegisterInstance(testkit.Ctx(t, 5*time.Second), "p", agent.Lease(), coordinator.Instance{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return op, c, stall
 }
 
 // claimOnInstance makes pool p, capacity 2, with instance i1 registered by

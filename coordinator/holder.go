@@ -347,27 +347,37 @@ func (cl *Claim) releaseEnded() <-chan struct{} {
 // instanceEvent is seatEvent for the bound instance's key.
 func (cl *Claim) instanceEvent(ctx context.Context, wr clientv3.WatchResponse, ok bool) (lost bool, resume int64) {
 	for _, ev := range wr.Events {
-		if ev.Type == clientv3.EventTypeDelete {
+		if ev.Type == clientv3.EventTypeDelete || cl.otherIncarnation(ev.Kv) {
 			cl.instanceGone(ctx)
 			return true, 0
 		}
-		// The last write as of the response is the key's state now: not
-		// a replay (instanceState).
-		cl.instanceState(ctx, ev.Kv.Value, ev.Kv.ModRevision >= wr.Header.Revision)
+	}
+	if n := len(wr.Events); n > 0 {
+		cl.instanceState(wr.Events[n-1].Kv.Value) // the key as of the response (instanceState)
 	}
 	if ok && wr.Err() == nil {
 		return false, 0
 	}
 	kv, rev := cl.reread(ctx, cl.c.k.instance(cl.pool, cl.rec.Instance))
-	if rev > 0 && kv == nil {
+	if rev > 0 && (kv == nil || cl.otherIncarnation(kv)) {
 		cl.instanceGone(ctx)
 		return true, 0
 	}
 	if kv != nil {
-		cl.instanceState(ctx, kv.Value, true)
+		cl.instanceState(kv.Value)
 	}
 	return false, rev + 1
 }
+
+// otherIncarnation reports whether kv, the bound instance's key, was
+// created after the grant: the instance was deregistered and registered
+// again since, so the seat's instance is gone, as releaseOps records it.
+// The grant's txn proved the instance's key there, so its own
+// incarnation was created before the token. A watch that replays from
+// the grant shows the delete first; one resumed after a break, from a
+// read, does not (the history between may be compacted), and this is how
+// the monitor tells (TestReregisteredInstanceGoneAfterCompaction).
+func (cl *Claim) otherIncarnation(kv *mvccpb.KeyValue) bool { return kv.CreateRevision > cl.token }
 
 // reread gets one key, retrying until it succeeds or ctx ends (rev 0).
 func (cl *Claim) reread(ctx context.Context, key string) (*mvccpb.KeyValue, int64) {

@@ -193,3 +193,42 @@ func TestReleaseAfterInstanceGoneSaysSo(t *testing.T) {
 	}
 	t.Fatal("no release event")
 }
+
+// A claim whose instance was deregistered and registered again after the
+// grant has lost its instance, even when the monitor starts after the
+// history between is compacted: it then reads the key, which is there,
+// but created after the grant. Found by a review (2026-12-05): the
+// monitor took the new registration for the seat's own instance, and
+// Done never closed; without the compaction it did.
+func TestReregisteredInstanceGoneAfterCompaction(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(map[bool]string{false: "replayed", true: "compacted"}[compact], func(t *testing.T) {
+			ctx, c, _, cl := claimOnInstance(t)
+			cli := c.Client()
+			if err := c.DeregisterInstance(ctx, "p", "i1"); err != nil {
+				t.Fatal(err)
+			}
+			agent := testkit.Session(t, cli, 10*time.Second)
+			if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: "i1"}); err != nil {
+				t.Fatal(err)
+			}
+			if compact {
+				resp, err := cli.Put(ctx, c.Prefix()+"/bump", "x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-cl.Done(): // the first call starts the monitor
+				if !errors.Is(cl.Err(), coordinator.ErrInstanceGone) {
+					t.Fatalf("Done: %v; want ErrInstanceGone", cl.Err())
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatalf("Done still open 3s after the monitor started; instance i1 was registered again after the grant (token %d)", cl.Token())
+			}
+		})
+	}
+}
