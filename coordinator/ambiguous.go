@@ -104,50 +104,34 @@ func (c *Coordinator) adopt(s *Session, pool string, req claimRequest, kvs []*mv
 
 // reap runs after an ambiguous attempt whose caller has gone: it retries
 // fence-and-read until it succeeds, then releases any seat or queue entry
-// the attempt left. It stops when the session or the Coordinator ends; for
-// a borrowed session (borrow.go), when etcd says the lease is gone rather
-// than at the session's local deadline: its owner may keep the lease, and
-// whatever the attempt left, alive through another process.
-//
-// A refusal (permission denied) does not end it, unlike a claimant's own
-// calls, which return it: nobody waits on reap to be told, and a seat the
-// lost attempt took would stay held, by nobody, until the session ends.
-// So it is logged as a warning, once, and reap keeps trying at reapRetry's
-// pace, which frees the seat once etcd allows it
-// (TestReapRefusedWarnsAndRecovers).
+// the attempt left (cleanUp: until the session ends; for a borrowed
+// session, until etcd says the lease is gone, which the fence's put
+// tells).
 func (c *Coordinator) reap(ctx context.Context, s *Session, pool string, req claimRequest) {
-	warned := false
-	for b := reapRetry.Backoff(); ; {
-		rctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
-		resp, err := c.fenceAndRead(rctx, s, pool)
-		if err == nil {
-			if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
-				if err = cl.Release(rctx); errors.Is(err, ErrNotHeld) {
-					err = nil
-				} else if err != nil {
-					cl.lose(ErrClosed, "not taken") // unregisters it; the next try adopts again
-				}
-			}
-			// A queue key absent from the read never comes: the fence put
-			// with the read stops a late enqueue, and nothing else writes
-			// it. (After an ambiguous enqueue, only the read tells its
-			// revision.)
-			if kv := findKey(rangeKvs(resp), c.k.queueKey(pool, req.lease, req.nonce)); err == nil && kv != nil {
-				req.queueKey, req.queueRev = string(kv.Key), kv.CreateRevision
-				err = c.dropWaiter(rctx, s, pool, req)
+	c.cleanUp(ctx, s, pool, RetryReap, "a seat or queue key of an ambiguous claim", func(ctx context.Context) error {
+		resp, err := c.fenceAndRead(ctx, s, pool)
+		if errors.Is(err, ErrSessionExpired) {
+			return nil // the lease is gone, and all of it
+		}
+		if err != nil {
+			return err
+		}
+		if cl := c.adopt(s, pool, req, rangeKvs(resp)); cl != nil {
+			if err = cl.Release(ctx); errors.Is(err, ErrNotHeld) {
+				err = nil
+			} else if err != nil {
+				cl.lose(ErrClosed, "not taken") // unregisters it; the next try adopts again
+				return err
 			}
 		}
-		cancel()
-		if err == nil || errors.Is(err, ErrSessionExpired) {
-			return
+		// A queue key absent from the read never comes: the fence put
+		// with the read stops a late enqueue, and nothing else writes
+		// it. (After an ambiguous enqueue, only the read tells its
+		// revision.)
+		if kv := findKey(rangeKvs(resp), c.k.queueKey(pool, req.lease, req.nonce)); kv != nil {
+			req.queueKey, req.queueRev = string(kv.Key), kv.CreateRevision
+			return c.dropWaiter(ctx, s, pool, req)
 		}
-		if !warned && etcdclient.IsPermanent(err) {
-			warned = true
-			c.log.Warn("etcd refuses the cleanup after an ambiguous claim; a seat or queue key the claim may hold stays until etcd allows the cleanup (retried) or the session ends",
-				"pool", pool, "lease", fmt.Sprintf("%x", req.lease), "err", err)
-		}
-		if !c.pause(ctx, s.leaseDone(), b, pool, RetryReap, err) {
-			return
-		}
-	}
+		return nil
+	})
 }

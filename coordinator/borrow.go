@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // Borrowed sessions. A server that claims seats on behalf of remote clients
@@ -33,9 +35,10 @@ import (
 // A borrowed session that ends at its local deadline says nothing of the
 // lease, which its owner may keep alive through another process (a replica
 // of the HTTP API cut off from etcd, while the client renews through
-// another). So what a claim of it may have left, a queue key or a seat of
-// a lost attempt, is still removed once etcd answers again, until etcd
-// says the lease is gone (dequeue, reap), not left to go with the lease.
+// another). So what a claim of it may have left (a queue key or a seat of
+// a lost attempt, a seat granted after its deadline, a waiting record) is
+// still removed once etcd answers again, until etcd says the lease is gone
+// (cleanUp), not left to go with the lease.
 
 // BorrowSession returns a Session on a live lease that someone else keeps
 // alive. It never sends a keepalive, and Close does not revoke the lease.
@@ -107,6 +110,42 @@ func (s *Session) followLease(ctx context.Context) {
 			}
 			return resp.TTL, nil
 		}); ended {
+			return
+		}
+	}
+}
+
+// cleanUp runs f, which removes something a claim of s may have left (a
+// seat, a queue key, a waiting record), until it succeeds, at reapRetry's
+// pace, each retry counted as op. It stops at s.leaseDone(): the session's
+// end, whose lease takes what is left with it; for a borrowed session,
+// never, so f must succeed once nothing is left (a delete of a key gone,
+// a release told ErrNotHeld, a reap that finds the lease gone). ctx, the
+// Coordinator's, ends it too. A refusal (permission denied) does not end
+// it: nobody waits on it to be told, and what it removes would stay, held
+// by nobody, for as long as the lease lives. So it is logged as a
+// warning, once, naming what, and tried again at the same pace, which
+// removes it once etcd allows it (TestReapRefusedWarnsAndRecovers).
+func (c *Coordinator) cleanUp(ctx context.Context, s *Session, pool, op, what string, f func(context.Context) error) {
+	warned := false
+	for b := reapRetry.Backoff(); ; {
+		rctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+		err := f(rctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if !warned && etcdclient.IsPermanent(err) {
+			warned = true
+			c.log.Warn("etcd refuses a cleanup; what it removes stays until etcd allows it (retried) or the lease ends",
+				"pool", pool, "what", what, "lease", fmt.Sprintf("%x", s.Lease()), "err", err)
+		}
+		select {
+		case <-s.leaseDone():
+			return // it goes with the lease; no retry to count
+		default:
+		}
+		if !c.pause(ctx, s.leaseDone(), b, pool, op, err) {
 			return
 		}
 	}

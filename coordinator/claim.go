@@ -209,7 +209,10 @@ func (c *Coordinator) commit(ctx context.Context, s *Session, pool string, req c
 // keepIfLive returns cl, a seat etcd granted, unless its session is past
 // its local deadline by now: then the seat may already be free for others
 // on the server, so it is released (fenced by its token) in the background
-// and the claimant gets ErrSessionExpired.
+// and the claimant gets ErrSessionExpired. For a borrowed session that
+// release is tried until it passes or etcd says the seat is gone: the
+// lease's owner may keep it alive through another process
+// (TestBorrowedGiveUpFreesSeat).
 func (c *Coordinator) keepIfLive(cl *Claim) (*Claim, error) {
 	s := cl.sess
 	if s.live() {
@@ -220,12 +223,19 @@ func (c *Coordinator) keepIfLive(cl *Claim) (*Claim, error) {
 
 // giveUp closes cl's Done with err (and detail), releases its seat, fenced
 // by its token, in the background with reason, and returns cl's error.
+// The release is tried until it passes or the lease is gone (cleanUp);
+// each try is one call's, so a try that finds the seat gone tells an
+// earlier one's success by its record.
 func (c *Coordinator) giveUp(cl *Claim, err error, detail, reason string) error {
 	cl.lose(err, detail)
-	c.goBackground(func(context.Context) {
-		ctx, cancel := c.cleanupCtx()
-		defer cancel()
-		_ = cl.release(ctx, releaseRecord{Reason: reason, By: cl.rec.Holder, At: time.Now().UTC()})
+	rel := releaseRecord{Reason: reason, By: cl.rec.Holder, At: time.Now().UTC()}
+	c.goBackground(func(bctx context.Context) {
+		c.cleanUp(bctx, cl.sess, cl.pool, RetryRelease, "a seat given up", func(ctx context.Context) error {
+			if err := cl.release(ctx, rel); err != nil && !errors.Is(err, ErrNotHeld) {
+				return err
+			}
+			return nil
+		})
 	})
 	return cl.Err()
 }

@@ -243,7 +243,7 @@ func TestReapRefusedWarnsAndRecovers(t *testing.T) {
 		t.Fatalf("Claim: %v; want permission denied", err)
 	}
 	testkit.Eventually(t, 10*time.Second, "a warning that etcd refuses the cleanup", func() bool {
-		return strings.Contains(logs.String(), "etcd refuses the cleanup after an ambiguous claim")
+		return strings.Contains(logs.String(), "etcd refuses a cleanup") && strings.Contains(logs.String(), "ambiguous claim")
 	})
 	if seats, err := rc.Seats(ctx, "gpu"); err != nil || len(seats) != 1 || seats[0].Lease != s.Lease() {
 		t.Fatalf("seats %+v, %v; want the one the lost txn took", seats, err)

@@ -386,29 +386,35 @@ func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTrac
 
 // end stops reporting the claim and deletes its waiting record if one may
 // exist. If etcd cannot be reached now, the delete continues in the
-// background until the session ends.
+// background (cleanUp): until the session ends, or for a borrowed session
+// until it passes, since its lease may outlive the session here
+// (TestBorrowedWaitingRecordRemoved).
 func (w *waitTracker) end() {
 	w.count("")
 	if w.maybe && w.disabled {
 		w.spoil() // a record an earlier write may have left outlives the claim: etcd refuses its delete
 	}
-	if !w.maybe || w.disabled || !w.s.live() {
+	if !w.maybe || w.disabled || w.gone() {
 		return // nothing written, or it goes with the lease
 	}
-	cctx, cancelCleanup := context.WithTimeout(context.Background(), w.c.opts.timeout)
-	defer cancelCleanup()
-	ctx, cancel := w.s.bind(cctx)
-	defer cancel()
-	if _, err := w.c.cli.Delete(ctx, w.key); err == nil || !w.s.live() {
-		return
+	if w.s.live() {
+		cctx, cancelCleanup := context.WithTimeout(context.Background(), w.c.opts.timeout)
+		defer cancelCleanup()
+		ctx, cancel := w.s.bind(cctx)
+		defer cancel()
+		if _, err := w.c.cli.Delete(ctx, w.key); err == nil || w.gone() {
+			return
+		}
 	}
 	w.spoil() // the record may outlive the claim
 	w.c.goBackground(func(bctx context.Context) {
-		_ = w.c.withRetry(bctx, w.s, w.pool, RetryWaiting, func() error {
-			rctx, cancel := context.WithTimeout(bctx, w.c.opts.timeout)
-			defer cancel()
-			_, err := w.c.cli.Delete(rctx, w.key)
+		w.c.cleanUp(bctx, w.s, w.pool, RetryWaiting, "a waiting record", func(ctx context.Context) error {
+			_, err := w.c.cli.Delete(ctx, w.key)
 			return err
 		})
 	})
 }
+
+// gone reports whether the record goes with the lease: the session ended,
+// and is not borrowed (whose lease may outlive it).
+func (w *waitTracker) gone() bool { return !w.s.live() && !w.s.Borrowed() }
