@@ -137,6 +137,26 @@ func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
 	return cmps
 }
 
+// barProof returns the compares that prove, on the server, that err, the
+// refusal of a head with options o by its own constraints (ownLimit),
+// still holds as s shows it: what its step-out carries (stepOut). They
+// are a pass-over's proof of that bar, and the spec's mod revision, which
+// sets the limits. A proof that would not fit a txn with the step-out's
+// own compare (a tenant limit over maxTxnOps-2) is nil: such a step-out
+// is not proven. Nil, too, for any other err.
+func (s *poolState) barProof(o claimOptions, err error) []clientv3.Cmp {
+	if !ownLimit(err) || s.specKV == nil {
+		return nil
+	}
+	var po passedOver
+	po.pass(o, err)
+	cmps := append(po.cmps(s), revCmp(clientv3.ModRevision(s.k.spec(s.pool)), "", pb.Compare_EQUAL, s.specKV.ModRevision))
+	if len(cmps)+1 > maxTxnOps { // with the step-out's own compare
+		return nil
+	}
+	return cmps
+}
+
 // heldCmps compares that need of the slots of the set under prefix that s
 // shows held (slot -> create revision) are still held, by any key; slots
 // the batch itself takes count without a compare. It builds at most

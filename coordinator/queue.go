@@ -84,15 +84,17 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		// A head barred by its own constraints steps out into a waiting
 		// record in one txn; if that fails it leaves as any waiter does.
 		stepped := false
-		if errors.Is(err, errStepOut) {
+		for so := (*stepOutError)(nil); errors.As(err, &so) && !stepped; {
 			var gone int64
-			if stepped, gone = c.stepOut(ctx, req, w); gone > 0 {
-				// Its queue key went after the look that barred it: a
-				// release or a head granted it a seat, most likely. It
-				// looks again where the view shows that, rather than leave
-				// and give the seat away (TestGrantedAsHeadStepsOutKeepsSeat).
-				cl, err = c.waitTurn(ctx, s, pool, req, fd, w, gone)
+			if stepped, gone = c.stepOut(ctx, req, so.proof, w); gone == 0 {
+				break
 			}
+			// Its queue key went after the look that barred it (a release
+			// or a head granted it a seat, most likely), or what barred it
+			// no longer does. It looks again where the view shows that,
+			// rather than leave and give the seat away
+			// (TestGrantedAsHeadStepsOutKeepsSeat, TestStepOutAfterBarLiftedStaysFirst).
+			cl, err = c.waitTurn(ctx, s, pool, req, fd, w, gone)
 		}
 		if err == nil {
 			token = cl.token
@@ -113,8 +115,19 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 }
 
 // errStepOut tells a head waiter barred by its own constraints to leave the
-// line so that the waiters behind it can be served.
+// line so that the waiters behind it can be served. The head's refusal is
+// a *stepOutError, which matches it.
 var errStepOut = errors.New("coordinator: step out of line")
+
+// stepOutError is errStepOut with proof: the compares that prove, on the
+// server, that what barred the head still does, as the view it looked at
+// showed it (poolState.barProof). The step-out applies only with them, so
+// a bar lifted before it applies (its tenant's seat released, an instance
+// it selects registered) keeps the head first in line.
+type stepOutError struct{ proof []clientv3.Cmp }
+
+func (e *stepOutError) Error() string        { return errStepOut.Error() }
+func (e *stepOutError) Is(target error) bool { return target == errStepOut }
 
 // preWait blocks, off the queue, until the claimant's own constraints
 // (tenant limit, instance selector) would admit it and no earlier waiter
@@ -394,8 +407,9 @@ func (h *headTurn) look(live *poolState) func(context.Context) (bool, error) {
 	}
 	p, err := live.plan(h.req)
 	if err != nil {
+		proof := live.barProof(h.req.opts, err) // on the view that barred it, under its lock
 		return func(ctx context.Context) (bool, error) {
-			return false, h.c.headRefused(ctx, h.s, h.pool, err, h.req.opts, h.w)
+			return false, h.c.headRefused(ctx, h.s, h.pool, err, proof, h.req.opts, h.w)
 		}
 	}
 	snap := live.clone() // the grants behind the head mark what each takes: they need a copy
@@ -423,18 +437,19 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 			return c.fromGrant(s, pool, req, g) // granted by a head before us
 		}
 		if p, err = st.planBatch(req, c.chainLimit()); err != nil {
-			return nil, c.headRefused(ctx, s, pool, err, req.opts, w)
+			return nil, c.headRefused(ctx, s, pool, err, st.barProof(req.opts, err), req.opts, w)
 		}
 	}
 }
 
 // headRefused turns the head's refused plan into what it does next: nil to
-// keep waiting, having reported why to w, or the error that ends its wait.
-func (c *Coordinator) headRefused(ctx context.Context, s *Session, pool string, err error, o claimOptions, w *waitTracker) error {
+// keep waiting, having reported why to w, or the error that ends its wait:
+// a *stepOutError with proof, when its own constraints bar it.
+func (c *Coordinator) headRefused(ctx context.Context, s *Session, pool string, err error, proof []clientv3.Cmp, o claimOptions, w *waitTracker) error {
 	switch {
 	case ownLimit(err):
 		w.set(waitStatusOf(err, o)) // what stepOut records
-		return errStepOut
+		return &stepOutError{proof: proof}
 	case waitable(err):
 		ws := waitStatusOf(err, o)
 		ws.InLine = true

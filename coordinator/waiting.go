@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
@@ -340,17 +341,23 @@ func (w *waitTracker) inLine() { w.written, w.maybe, w.lost = "", false, false }
 
 // stepOut takes a head barred by its own constraints out of line and
 // records it as held back, in one txn that does so only if no seat was
-// granted to it meanwhile, and reports whether it did. When it did not
-// because the queue key was gone, gone is the revision at which the txn
-// found that: a release or a head granted the waiter a seat after the look
-// that barred it, most likely, and the caller looks again from there. On
-// an error it reports neither: the caller then dequeues as for any waiter
-// that leaves.
+// granted to it meanwhile and, by proof (barProof), what barred it still
+// does; and reports whether it did. When it did not, gone is the revision
+// at which the txn found that: a release or a head granted the waiter a
+// seat after the look that barred it, or the bar lifted (its tenant's seat
+// released, say), and the caller looks again from there, first in line
+// still. On an error it reports neither: the caller then dequeues as for
+// any waiter that leaves. Before 2026-12-05 the step-out compared the
+// queue key alone: a head whose bar lifted while its step-out was on the
+// way went to the back, and the waiters behind it took the seats
+// (TestStepOutAfterBarLiftedStaysFirst).
 //
 // A waiter whose records etcd refuses (a role without write on waiting/)
 // steps out unrecorded: the txn only deletes its queue key; a full txn
 // refused for that reason is sent again so (TestUnrecordedHeadGrantedKeepsSeat).
-func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTracker) (stepped bool, gone int64) {
+// A proof etcd refuses as too many operations (its --max-txn-ops set below
+// the default) is dropped: the step-out is sent again unproven.
+func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, proof []clientv3.Cmp, w *waitTracker) (stepped bool, gone int64) {
 	for {
 		record := !w.disabled
 		// A grant deletes the queue key: while it is there, none was made.
@@ -359,9 +366,12 @@ func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, w *waitTrac
 			w.maybe = true
 			ops = append(ops, clientv3.OpPut(w.key, w.value(), clientv3.WithLease(req.lease)))
 		}
-		resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)).
-			Then(ops...).Commit()
+		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(req.queueKey), "=", req.queueRev)}, proof...)
+		resp, err := c.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		switch {
+		case err != nil && proof != nil && errors.Is(err, rpctypes.ErrTooManyOps):
+			proof = nil
+			continue
 		case err != nil && record && etcdclient.IsPermanent(err):
 			w.refused(err) // once more, unrecorded
 			continue

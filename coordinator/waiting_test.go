@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -533,6 +534,77 @@ func TestGrantedAsHeadStepsOutKeepsSeat(t *testing.T) {
 	ctx := testkit.Ctx(t, 60*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimit: 1})
 	grantedAsHeadKeepsSeat(t, ctx, c, cli, c, cli)
+}
+
+// A head barred by its tenant's limit whose bar lifts while its step-out is
+// on the way stays first in line: the step-out proves the bar (the
+// tenant's held slots, the spec), fails, and the head looks again and takes
+// a seat. Found by a review (2026-12-05): the step-out compared the head's
+// queue key only, so it applied, and the two waiters behind it took both
+// free seats while it went to the back.
+func TestStepOutAfterBarLiftedStaysFirst(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimits: map[string]int{"a": 2}})
+	aSess, ySess := testkit.Session(t, cli, 30*time.Second), testkit.Session(t, cli, 30*time.Second)
+	mustClaim(t, ctx, c, aSess, "p", coordinator.WithTenant("a"))
+	mustClaim(t, ctx, c, ySess, "p")
+	type result struct {
+		name string
+		err  error
+	}
+	got := make(chan result, 3)
+	waiter := func(name string, opts ...coordinator.ClaimOption) {
+		s := testkit.Session(t, cli, 30*time.Second)
+		go func() {
+			_, err := c.Claim(ctx, s, "p", append(opts, coordinator.WithWait())...)
+			got <- result{name, err}
+		}()
+	}
+	barred, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	waiter("H", coordinator.WithTenant("a"), coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) {
+		if ws.Reason == coordinator.WaitTenantLimit {
+			once.Do(func() { close(barred); <-unblock }) // set just before the step-out
+		}
+	}))
+	waitQueued(t, c, "p", 1)
+	waiter("W2")
+	waitQueued(t, c, "p", 2)
+	waiter("W3")
+	waitQueued(t, c, "p", 3)
+	// Tenant a's limit drops to 1: H is barred by it, but the pool is full,
+	// so it stays first in line.
+	if _, err := c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: 2, TenantLimits: map[string]int{"a": 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Revoke(ctx, ySess.Lease()); err != nil { // a seat frees: H steps out
+		t.Fatal(err)
+	}
+	select {
+	case <-barred:
+	case <-ctx.Done():
+		t.Fatal("H was never barred at the head")
+	}
+	if _, err := cli.Revoke(ctx, aSess.Lease()); err != nil { // tenant a has room again
+		t.Fatal(err)
+	}
+	close(unblock)
+	var granted []string
+	for range 2 {
+		select {
+		case r := <-got:
+			if r.err != nil {
+				t.Fatalf("%s: %v", r.name, r.err)
+			}
+			granted = append(granted, r.name)
+		case <-ctx.Done():
+			t.Fatalf("granted %v; no more", granted)
+		}
+	}
+	if !slices.Contains(granted, "H") {
+		t.Fatalf("granted %v the two free seats, while H, first in line, could take one: its step-out applied after its bar lifted", granted)
+	}
 }
 
 // grantedAsHeadKeepsSeat runs TestGrantedAsHeadStepsOutKeepsSeat on pool
