@@ -543,12 +543,52 @@ func TestGrantedAsHeadStepsOutKeepsSeat(t *testing.T) {
 // queue key only, so it applied, and the two waiters behind it took both
 // free seats while it went to the back.
 func TestStepOutAfterBarLiftedStaysFirst(t *testing.T) {
-	c, cli := newCoord(t)
-	ctx := testkit.Ctx(t, 60*time.Second)
-	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimits: map[string]int{"a": 2}})
-	aSess, ySess := testkit.Session(t, cli, 30*time.Second), testkit.Session(t, cli, 30*time.Second)
-	mustClaim(t, ctx, c, aSess, "p", coordinator.WithTenant("a"))
-	mustClaim(t, ctx, c, ySess, "p")
+	t.Run("tenant", func(t *testing.T) {
+		c, cli := newCoord(t)
+		ctx := testkit.Ctx(t, 60*time.Second)
+		testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2, TenantLimits: map[string]int{"a": 2}})
+		aSess, ySess := testkit.Session(t, cli, 30*time.Second), testkit.Session(t, cli, 30*time.Second)
+		mustClaim(t, ctx, c, aSess, "p", coordinator.WithTenant("a"))
+		mustClaim(t, ctx, c, ySess, "p")
+		stepOutAfterBarLifted(t, ctx, c, coordinator.WaitTenantLimit, []coordinator.ClaimOption{coordinator.WithTenant("a")},
+			func() { // tenant a's limit drops to 1: H is barred by it, but the pool is full
+				if _, err := c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: 2, TenantLimits: map[string]int{"a": 1}}, 0); err != nil {
+					t.Fatal(err)
+				}
+			},
+			ySess.Lease(), aSess.Lease()) // a seat frees; then tenant a has room again
+	})
+	t.Run("instance", func(t *testing.T) {
+		c, cli := newCoord(t)
+		ctx := testkit.Ctx(t, 60*time.Second)
+		testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+		agent := testkit.Session(t, cli, 30*time.Second)
+		register := func(id string, seats int) {
+			if _, err := c.RegisterInstance(ctx, "p", agent.Lease(), coordinator.Instance{ID: id, Seats: seats}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		register("i1", 2)
+		register("i2", 2)
+		xSess, ySess := testkit.Session(t, cli, 30*time.Second), testkit.Session(t, cli, 30*time.Second)
+		mustClaim(t, ctx, c, xSess, "p", coordinator.WithInstance("i2"))
+		mustClaim(t, ctx, c, ySess, "p", coordinator.WithInstance("i1"))
+		mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithInstance("i1"))
+		stepOutAfterBarLifted(t, ctx, c, coordinator.WaitNoMatchingInstance, []coordinator.ClaimOption{coordinator.WithInstance("i2")},
+			func() { register("i2", 1) }, // i2 is full: H is barred by it, but the pool is full
+			ySess.Lease(), xSess.Lease()) // a seat of i1 frees; then i2's
+	})
+}
+
+// stepOutAfterBarLifted runs TestStepOutAfterBarLiftedStaysFirst on pool
+// "p" of c, full: a waiter H with opts, first in line, then W2 and W3;
+// bar makes H barred by its own constraints (reason), which the full pool
+// hides; free's lease ends, and H, barred, steps out; before its step-out
+// is sent, lift's lease ends, which lifts the bar. H must be granted one
+// of the two seats.
+func stepOutAfterBarLifted(t *testing.T, ctx context.Context, c *coordinator.Coordinator, reason coordinator.WaitReason,
+	opts []coordinator.ClaimOption, bar func(), free, lift clientv3.LeaseID) {
+	cli := c.Client()
 	type result struct {
 		name string
 		err  error
@@ -563,22 +603,18 @@ func TestStepOutAfterBarLiftedStaysFirst(t *testing.T) {
 	}
 	barred, unblock := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	waiter("H", coordinator.WithTenant("a"), coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) {
-		if ws.Reason == coordinator.WaitTenantLimit {
+	waiter("H", append(opts, coordinator.WithWaitStatus(func(ws coordinator.WaitStatus) {
+		if ws.Reason == reason {
 			once.Do(func() { close(barred); <-unblock }) // set just before the step-out
 		}
-	}))
+	}))...)
 	waitQueued(t, c, "p", 1)
 	waiter("W2")
 	waitQueued(t, c, "p", 2)
 	waiter("W3")
 	waitQueued(t, c, "p", 3)
-	// Tenant a's limit drops to 1: H is barred by it, but the pool is full,
-	// so it stays first in line.
-	if _, err := c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: 2, TenantLimits: map[string]int{"a": 1}}, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Revoke(ctx, ySess.Lease()); err != nil { // a seat frees: H steps out
+	bar()
+	if _, err := cli.Revoke(ctx, free); err != nil { // a seat frees: H steps out
 		t.Fatal(err)
 	}
 	select {
@@ -586,7 +622,7 @@ func TestStepOutAfterBarLiftedStaysFirst(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("H was never barred at the head")
 	}
-	if _, err := cli.Revoke(ctx, aSess.Lease()); err != nil { // tenant a has room again
+	if _, err := cli.Revoke(ctx, lift); err != nil {
 		t.Fatal(err)
 	}
 	close(unblock)
