@@ -55,8 +55,8 @@ func (ch *chaos) check() {
 	t.Logf("faults: %v", ch.faults)
 	slices.Sort(ch.timeline)
 	t.Logf("timeline:\n%s", strings.Join(ch.timeline, "\n"))
-	t.Logf("history: %d grants replayed (capacity at each), %d bound to an instance, %d checked for FIFO, %d fenced writes, %d stale; %d claims given up by their callers",
-		h.grants, h.bound, h.fifo, h.writes, h.stale, ch.count("gaveup"))
+	t.Logf("history: %d grants replayed (capacity at each), %d bound to an instance, %d checked for FIFO, %d step-outs checked, %d fenced writes, %d stale; %d claims given up by their callers",
+		h.grants, h.bound, h.fifo, h.steps, h.writes, h.stale, ch.count("gaveup"))
 	// A stall is what this catches (each stretch of a seat left free while
 	// someone waits is bounded by checkIdle). Runs grant 8-12 a second;
 	// one that the nemesis keeps at capacity 1 (holds of up to 200 ms)
