@@ -85,16 +85,20 @@ func (c *Coordinator) wait(ctx context.Context, s *Session, pool string, req cla
 		// record in one txn; if that fails it leaves as any waiter does.
 		stepped := false
 		for so := (*stepOutError)(nil); errors.As(err, &so) && !stepped; {
-			var gone int64
-			if stepped, gone = c.stepOut(ctx, req, so.proof, w); gone == 0 {
+			var again bool
+			if stepped, again = c.stepOut(ctx, req, so.proof, w); !again {
 				break
 			}
 			// Its queue key went after the look that barred it (a release
 			// or a head granted it a seat, most likely), or what barred it
-			// no longer does. It looks again where the view shows that,
-			// rather than leave and give the seat away
-			// (TestGrantedAsHeadStepsOutKeepsSeat, TestStepOutAfterBarLiftedStaysFirst).
-			cl, err = c.waitTurn(ctx, s, pool, req, fd, w, gone)
+			// no longer does. It looks again once the view shows a change
+			// after the one it looked at, rather than leave and give the
+			// seat away (TestGrantedAsHeadStepsOutKeepsSeat,
+			// TestStepOutAfterBarLiftedStaysFirst). Not from the failed
+			// txn's revision: a write elsewhere in etcd may have taken
+			// that past the pool's last change, which the view then never
+			// reaches while the pool is still (found by a review).
+			cl, err = c.waitTurn(ctx, s, pool, req, fd, w, so.rev+1)
 		}
 		if err == nil {
 			token = cl.token
@@ -121,10 +125,15 @@ var errStepOut = errors.New("coordinator: step out of line")
 
 // stepOutError is errStepOut with proof: the compares that prove, on the
 // server, that what barred the head still does, as the view it looked at
-// showed it (poolState.barProof). The step-out applies only with them, so
-// a bar lifted before it applies (its tenant's seat released, an instance
-// it selects registered) keeps the head first in line.
-type stepOutError struct{ proof []clientv3.Cmp }
+// (at revision rev) showed it (poolState.barProof). The step-out applies
+// only with them, so a bar lifted before it applies (its tenant's seat
+// released, an instance it selects registered) keeps the head first in
+// line. Every compare it makes is of a key of the pool: when one fails,
+// the pool changed after rev.
+type stepOutError struct {
+	proof []clientv3.Cmp
+	rev   int64
+}
 
 func (e *stepOutError) Error() string        { return errStepOut.Error() }
 func (e *stepOutError) Is(target error) bool { return target == errStepOut }
@@ -407,9 +416,9 @@ func (h *headTurn) look(live *poolState) func(context.Context) (bool, error) {
 	}
 	p, err := live.plan(h.req)
 	if err != nil {
-		proof := live.barProof(h.req.opts, err) // on the view that barred it, under its lock
+		so := &stepOutError{proof: live.barProof(h.req.opts, err), rev: live.rev} // on the view that barred it, under its lock
 		return func(ctx context.Context) (bool, error) {
-			return false, h.c.headRefused(ctx, h.s, h.pool, err, proof, h.req.opts, h.w)
+			return false, h.c.headRefused(ctx, h.s, h.pool, err, so, h.req.opts, h.w)
 		}
 	}
 	snap := live.clone() // the grants behind the head mark what each takes: they need a copy
@@ -437,19 +446,19 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 			return c.fromGrant(s, pool, req, g) // granted by a head before us
 		}
 		if p, err = st.planBatch(req, c.chainLimit()); err != nil {
-			return nil, c.headRefused(ctx, s, pool, err, st.barProof(req.opts, err), req.opts, w)
+			return nil, c.headRefused(ctx, s, pool, err, &stepOutError{proof: st.barProof(req.opts, err), rev: st.rev}, req.opts, w)
 		}
 	}
 }
 
 // headRefused turns the head's refused plan into what it does next: nil to
 // keep waiting, having reported why to w, or the error that ends its wait:
-// a *stepOutError with proof, when its own constraints bar it.
-func (c *Coordinator) headRefused(ctx context.Context, s *Session, pool string, err error, proof []clientv3.Cmp, o claimOptions, w *waitTracker) error {
+// so, when its own constraints bar it.
+func (c *Coordinator) headRefused(ctx context.Context, s *Session, pool string, err error, so *stepOutError, o claimOptions, w *waitTracker) error {
 	switch {
 	case ownLimit(err):
 		w.set(waitStatusOf(err, o)) // what stepOut records
-		return &stepOutError{proof: proof}
+		return so
 	case waitable(err):
 		ws := waitStatusOf(err, o)
 		ws.InLine = true

@@ -342,12 +342,11 @@ func (w *waitTracker) inLine() { w.written, w.maybe, w.lost = "", false, false }
 // stepOut takes a head barred by its own constraints out of line and
 // records it as held back, in one txn that does so only if no seat was
 // granted to it meanwhile and, by proof (barProof), what barred it still
-// does; and reports whether it did. When it did not, gone is the revision
-// at which the txn found that: a release or a head granted the waiter a
-// seat after the look that barred it, or the bar lifted (its tenant's seat
-// released, say), and the caller looks again from there, first in line
-// still. On an error it reports neither: the caller then dequeues as for
-// any waiter that leaves. Before 2026-12-05 the step-out compared the
+// does; and reports whether it did. When the txn applied nothing, again
+// says so: a release or a head granted the waiter a seat after the look
+// that barred it, or the bar lifted (its tenant's seat released, say), and
+// the caller looks again, first in line still. On an error it reports
+// neither: the caller then dequeues as for any waiter that leaves. Before 2026-12-05 the step-out compared the
 // queue key alone: a head whose bar lifted while its step-out was on the
 // way went to the back, and the waiters behind it took the seats
 // (TestStepOutAfterBarLiftedStaysFirst).
@@ -357,7 +356,7 @@ func (w *waitTracker) inLine() { w.written, w.maybe, w.lost = "", false, false }
 // refused for that reason is sent again so (TestUnrecordedHeadGrantedKeepsSeat).
 // A proof etcd refuses as too many operations (its --max-txn-ops set below
 // the default) is dropped: the step-out is sent again unproven.
-func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, proof []clientv3.Cmp, w *waitTracker) (stepped bool, gone int64) {
+func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, proof []clientv3.Cmp, w *waitTracker) (stepped, again bool) {
 	for {
 		record := !w.disabled
 		// A grant deletes the queue key: while it is there, none was made.
@@ -379,10 +378,10 @@ func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, proof []cli
 			if record {
 				w.refused(err)
 			}
-			return false, 0
+			return false, false
 		case !resp.Succeeded:
 			w.maybe = w.lost // nothing written: enqueue deleted any record before
-			return false, resp.Header.Revision
+			return false, true
 		}
 		if record {
 			w.written = w.cur.Reason
@@ -390,7 +389,7 @@ func (c *Coordinator) stepOut(ctx context.Context, req claimRequest, proof []cli
 				w.first = resp.Header.Revision
 			}
 		}
-		return true, 0
+		return true, false
 	}
 }
 

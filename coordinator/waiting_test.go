@@ -584,8 +584,11 @@ func TestStepOutAfterBarLiftedStaysFirst(t *testing.T) {
 // "p" of c, full: a waiter H with opts, first in line, then W2 and W3;
 // bar makes H barred by its own constraints (reason), which the full pool
 // hides; free's lease ends, and H, barred, steps out; before its step-out
-// is sent, lift's lease ends, which lifts the bar. H must be granted one
-// of the two seats.
+// is sent, lift's lease ends, which lifts the bar, and a key outside the
+// pool is written, so the step-out's failed txn answers at a revision
+// past the pool's last change (a review found H then waited for a change
+// of the pool that never came, 2026-12-05). H must be granted one of the
+// two seats.
 func stepOutAfterBarLifted(t *testing.T, ctx context.Context, c *coordinator.Coordinator, reason coordinator.WaitReason,
 	opts []coordinator.ClaimOption, bar func(), free, lift clientv3.LeaseID) {
 	cli := c.Client()
@@ -625,6 +628,9 @@ func stepOutAfterBarLifted(t *testing.T, ctx context.Context, c *coordinator.Coo
 	if _, err := cli.Revoke(ctx, lift); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cli.Put(ctx, c.Prefix()+"-elsewhere", "x"); err != nil {
+		t.Fatal(err)
+	}
 	close(unblock)
 	var granted []string
 	for range 2 {
@@ -634,8 +640,8 @@ func stepOutAfterBarLifted(t *testing.T, ctx context.Context, c *coordinator.Coo
 				t.Fatalf("%s: %v", r.name, r.err)
 			}
 			granted = append(granted, r.name)
-		case <-ctx.Done():
-			t.Fatalf("granted %v; no more", granted)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("granted %v; no more within 10 s, two seats free", granted)
 		}
 	}
 	if !slices.Contains(granted, "H") {
@@ -702,6 +708,11 @@ func grantedAsHeadKeepsSeat(t *testing.T, ctx context.Context, c *coordinator.Co
 		return coordinator.FeedAt(c, "p", grown.Revision)
 	})
 	if err := r0.cl.Release(ctx); err != nil { // its hand-off grants h
+		t.Fatal(err)
+	}
+	// A write outside the pool: the failed step-out's answer is at a
+	// revision past the pool's last change (see stepOutAfterBarLifted).
+	if _, err := cli.Put(ctx, c.Prefix()+"-elsewhere", "x"); err != nil {
 		t.Fatal(err)
 	}
 	close(unblock)
