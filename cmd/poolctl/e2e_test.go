@@ -35,6 +35,34 @@ func TestE2E(t *testing.T) {
 	t.Run("SIGKILL of poolctl kills the whole tree", e.sigkill)
 	t.Run("SIGKILL of the guard kills the command", e.guardKilled)
 	t.Run("SIGKILL churn never exceeds capacity", e.churn)
+	t.Run("Ctrl-Z does not suspend run", e.suspend)
+}
+
+// suspend sends poolctl run the SIGTSTP that Ctrl-Z sends the terminal's
+// foreground process group, which holds poolctl but not its command (a
+// process group of its own). Stopped, poolctl would send no keepalive, and
+// its seat would go to another after the TTL while the command ran on
+// (found by a review, 2026-12-05). It must go on holding the seat, and say
+// why it did not stop.
+func (e *env) suspend(t *testing.T) {
+	e.ok("pool", "create", "tstp", "--capacity", "1", "--ttl", "2s")
+	dir := t.TempDir()
+	p := e.start(t, dir, "tstp", "run", "tstp", "--holder", "first", "--", "sh", "-c", `touch "$D/ready"; sleep 300`)
+	testkit.Eventually(t, 15*time.Second, "the command to start", func() bool { return exists(filepath.Join(dir, "ready")) })
+	if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // over twice the TTL: a stopped poolctl's seat would be gone
+	if seats := e.ok("seats", "tstp"); !strings.Contains(seats, "first") {
+		t.Errorf("after SIGTSTP and twice the TTL, the seat is no longer held by run's session:\n%s", seats)
+	}
+	testkit.Eventually(t, 5*time.Second, "a warning that run was not suspended", func() bool {
+		return strings.Contains(p.stderr(), "not suspended (SIGTSTP)")
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.exit(t)
 }
 
 // env runs the poolctl binary.

@@ -74,29 +74,44 @@ type result struct {
 
 // fakeSignals lets a test deliver signals to an in-process Main.
 type fakeSignals struct {
-	mu sync.Mutex
-	ch chan<- os.Signal
+	mu   sync.Mutex
+	subs map[chan<- os.Signal][]os.Signal
 }
 
-func (f *fakeSignals) notify(c chan<- os.Signal, _ ...os.Signal) {
+func (f *fakeSignals) notify(c chan<- os.Signal, sigs ...os.Signal) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.ch = c
+	if f.subs == nil {
+		f.subs = map[chan<- os.Signal][]os.Signal{}
+	}
+	f.subs[c] = append(f.subs[c], sigs...)
 }
 
-func (f *fakeSignals) stop(chan<- os.Signal) {}
+func (f *fakeSignals) stop(c chan<- os.Signal) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.subs, c)
+}
 
-// send delivers sig once Main has subscribed.
+// send delivers sig, as signal.Notify does, to every channel subscribed
+// to it, once Main has subscribed one.
 func (f *fakeSignals) send(t testing.TB, sig os.Signal) {
 	t.Helper()
+	var to []chan<- os.Signal
 	testkit.Eventually(t, 5*time.Second, "signal subscription", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.ch != nil
+		to = nil
+		for c, sigs := range f.subs {
+			if slices.Contains(sigs, sig) {
+				to = append(to, c)
+			}
+		}
+		return len(to) > 0
 	})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.ch <- sig
+	for _, c := range to {
+		c <- sig
+	}
 }
 
 // invocation is an Env under test control.

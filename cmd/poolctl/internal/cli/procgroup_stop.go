@@ -17,10 +17,10 @@ var termSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 const pollInterval = 10 * time.Millisecond
 
 // stop ends the command and everything it started: SIGTERM, then SIGKILL if
-// anything is still running after grace. A value d received from cut (nil:
-// none) brings SIGKILL forward to d from then, if that is sooner: the seat
-// the grace relied on may be lost meanwhile (sessionCut). It returns what
-// it did, for the user.
+// anything is still running after grace. Each value d received from cut
+// (nil: none) brings SIGKILL forward to d from then, if that is sooner: the
+// seat the grace relied on may be lost meanwhile (lossCut). It returns
+// what it did, for the user.
 func (g *group) stop(grace time.Duration, cut <-chan time.Duration) string {
 	if g.gone() {
 		return "nothing was left running"
@@ -35,7 +35,7 @@ func (g *group) stop(grace time.Duration, cut <-chan time.Duration) string {
 	return fmt.Sprintf("the command's process group survived SIGTERM for %v and was sent SIGKILL", time.Since(start).Round(time.Millisecond))
 }
 
-// waitGone polls gone until deadline, which a value d from cut brings
+// waitGone polls gone until deadline, which each value d from cut brings
 // forward to d from then.
 func (g *group) waitGone(deadline time.Time, cut <-chan time.Duration) bool {
 	tick := time.NewTicker(pollInterval)
@@ -45,11 +45,14 @@ func (g *group) waitGone(deadline time.Time, cut <-chan time.Duration) bool {
 			return false
 		}
 		select {
-		case d := <-cut:
+		case d, ok := <-cut:
+			if !ok {
+				cut = nil
+				continue
+			}
 			if sooner := time.Now().Add(d); sooner.Before(deadline) {
 				deadline = sooner
 			}
-			cut = nil
 		case <-tick.C:
 		}
 	}

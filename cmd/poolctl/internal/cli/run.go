@@ -61,7 +61,7 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	f.DurationVar(&o.Wait, "wait", 0, "give up (exit 6) if no seat is granted within this long; 0 waits as long as it takes (alias --wait-timeout)")
 	f.BoolVar(&o.NoWait, "no-wait", false, "give up at once (exit 6) if no seat is free now")
 	f.DurationVar(&o.TTL, "ttl", 0, "session lease TTL, whole seconds (default: the pool's seat TTL)")
-	f.DurationVar(&o.KillGrace, "kill-grace", defaultKillGrace, "after SIGTERM, wait this long before SIGKILL (a seat lost to etcd, not an operator, gets less: see above)")
+	f.DurationVar(&o.KillGrace, "kill-grace", defaultKillGrace, "after SIGTERM, wait this long before SIGKILL (a seat whose lease ended, or that etcd could no longer be asked about, gets less: see above)")
 	f.StringVar(&o.DrainSignal, "drain-signal", "", "send this signal (e.g. USR1, TERM) to the command when its instance starts draining; default none")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "report waiting, the seat taken and its release on stderr")
 	f.SetNormalizeFunc(sidecarFlagNames)
@@ -113,13 +113,19 @@ cgroup v2 is writable, kills the whole tree when poolctl is gone.
 If the seat is lost while CMD runs (force-released, session lease lost,
 instance gone, pool deleted), poolctl sends SIGTERM to everything CMD
 started, SIGKILL after a grace, and exits 7. The grace is --kill-grace
-after an operator's force-release or the pool's deletion; otherwise CMD
+after an operator's force-release or the pool's deletion, and after the
+instance's loss, whose seat stays held until CMD is gone; otherwise CMD
 is gone before the seat can be granted to anyone else: cut off from etcd
 until the session's local deadline, it gets half the session's margin
 (which the lease outlives the deadline by), or --kill-grace if shorter;
-after the lease's end on the server or the instance's loss, none. A seat
-lost before CMD starts is never run on. The session lease is revoked at
-the end in every case.
+after the lease's end on the server, none. The same holds for what CMD
+left running when it exited, if the seat goes during --kill-grace. A
+seat lost before CMD starts is never run on. The session lease is
+revoked at the end in every case.
+
+While CMD runs, poolctl is not suspended by Ctrl-Z (SIGTSTP: it says so
+instead), nor stopped by reading or writing the terminal from the
+background: stopped, it could not keep the seat while CMD ran on.
 
 A command that is not found exits 127, one that cannot be executed 126, as
 in a shell, before any seat is claimed.`

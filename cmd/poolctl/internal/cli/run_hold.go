@@ -42,6 +42,7 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		return startError(o.Argv[0], err)
 	}
 	defer grp.close()
+	defer o.refuseSuspend()()
 	o.logf("started %s (%s)", o.Argv[0], grp.describe())
 	restore := o.g.sigs.take(grp.signal)
 	defer restore()
@@ -52,7 +53,7 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 	drain.start(cl, grp)
 	select {
 	case <-grp.exited:
-		grp.stop(o.KillGrace, sessionCut(sess, o.KillGrace)) // whatever the command left running
+		grp.stop(o.KillGrace, lossCut(cl, sess, o.KillGrace)) // whatever the command left running
 		if lost := cl.Err(); lost != nil {
 			return o.lost(cl, sess, lost, "the command exited meanwhile")
 		}
@@ -66,21 +67,35 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		return nil
 	case <-lost:
 		why := cl.Err()
-		how := grp.stop(lossGrace(why, sess, o.KillGrace), sessionCut(sess, o.KillGrace))
+		how := grp.stop(lossGrace(why, sess, o.KillGrace), lossCut(cl, sess, o.KillGrace))
 		return o.lost(cl, sess, why, how)
 	}
 }
 
-// sessionCut sends, once sess ends, the grace its end leaves a command
-// whose grace relied on the seat staying held (lossGrace of the session's
-// loss: half the margin past a local deadline, none past the lease's end
-// on the server); nothing while sess lives. It is for stop, which shortens
-// its grace to it.
-func sessionCut(sess *coordinator.Session, grace time.Duration) <-chan time.Duration {
-	cut := make(chan time.Duration, 1)
-	go func() { // ends with the session, which run closes as it returns
-		<-sess.Done()
-		cut <- lossGrace(sess.Err(), sess, grace)
+// lossCut sends the grace that each loss leaves a command whose grace
+// relied on the seat staying held: lossGrace of the claim's loss once its
+// Done closes (the seat freed on the server: none), then of the session's
+// end (half the margin past a local deadline, none past the lease's end);
+// nothing while both live. It is for stop, which shortens its grace to the
+// least. So what a command that exited left running is stopped by the
+// seat's loss too, not by the session's alone, which learns of a revoked
+// lease only at its next keepalive and never of a seat key deleted by hand
+// (TestRunLeftoverStoppedWithSeat). It ends with the session, which run
+// closes as it returns.
+func lossCut(cl *coordinator.Claim, sess *coordinator.Session, grace time.Duration) <-chan time.Duration {
+	cut := make(chan time.Duration, 2)
+	go func() {
+		defer close(cut)
+		for lost, ended := cl.Done(), sess.Done(); lost != nil || ended != nil; {
+			select {
+			case <-lost:
+				lost = nil
+				cut <- lossGrace(cl.Err(), sess, grace)
+			case <-ended:
+				ended = nil
+				cut <- lossGrace(sess.Err(), sess, grace)
+			}
+		}
 	}()
 	return cut
 }

@@ -5,11 +5,14 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdtest"
@@ -375,5 +378,44 @@ func TestRunInstanceLossBeforeStartRecordsIt(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestRunLeftoverStoppedWithSeat: the command exits, leaving a child that
+// ignores SIGTERM, and run gives it --kill-grace before releasing the
+// seat. Meanwhile the seat is freed on the server (the lease revoked, or
+// the seat key deleted by hand), and a waiter is granted it at once: the
+// leftover must be killed then, not at the end of --kill-grace. Found by a
+// review (2026-12-05): that wait heeded only the session, which learns of
+// a revoked lease at its next keepalive and of a deleted seat key never,
+// and the leftover ran on for 9.6 s of the 10 s grace while another held
+// the seat.
+func TestRunLeftoverStoppedWithSeat(t *testing.T) {
+	for _, how := range []string{"lease revoked", "seat key deleted"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t)
+			h.createPool("p", coordinator.PoolSpec{Capacity: 1})
+			dir, inv := t.TempDir(), newInvocation()
+			script := `echo $$ > "$D/leader"; sh -c 'trap "" TERM; echo $$ > "$D/pid"; while :; do sleep 0.05; done' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 0`
+			wait := h.runChild(t, inv, dir, []string{"p", "--holder", "h", "--ttl", "30s"}, script)
+			leader, child := readPid(t, filepath.Join(dir, "leader")), readPid(t, filepath.Join(dir, "pid"))
+			s := h.heldBy(t, "p", "h")
+			testkit.Eventually(t, 5*time.Second, "the command to exit", func() bool { return testkit.PidGone(leader) })
+			time.Sleep(300 * time.Millisecond) // run gives the leftover --kill-grace (10 s)
+			ctx := testkit.Ctx(t, 30*time.Second)
+			if how == "lease revoked" {
+				etcdtest.Revoke(t, h.cli, s.Lease)
+			} else if _, err := h.cli.Delete(ctx, h.c.Prefix()+"/pools/p/seats/", clientv3.WithPrefix()); err != nil {
+				t.Fatal(err)
+			}
+			other, err := h.c.Claim(ctx, h.session(10*time.Second), "p", coordinator.WithWait())
+			if err != nil {
+				t.Fatal(err)
+			}
+			testkit.Eventually(t, 2*time.Second, fmt.Sprintf("the leftover (pid %d) killed once the seat went to token %d", child, other.Token()), func() bool {
+				return testkit.PidGone(child)
+			})
+			wait().want(t, ExitSeatLost)
+		})
 	}
 }

@@ -10,3 +10,6 @@ func (o *runOptions) completeDrainSignal() error {
 	}
 	return nil
 }
+
+// refuseSuspend does nothing: there is no job control here.
+func (o *runOptions) refuseSuspend() (restore func()) { return func() {} }
