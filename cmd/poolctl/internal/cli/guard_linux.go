@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -193,12 +194,16 @@ func (g *guard) command(line string) {
 
 // kill sends SIGKILL to the whole tree now, and again every rekillInterval
 // until nothing is left (a process forked between a listing and the kill
-// is reparented to us and found the next time).
+// is reparented to us and found the next time). The tree is the cgroup's
+// processes, killed at once by cgroup.kill, and our descendants as well:
+// one moved to another cgroup (a systemd scope, say) is no longer the
+// cgroup's, but still ours, a subreaper's (found by a review, 2026-12-05:
+// such a process survived every kill and run released the seat).
 func (g *guard) kill() {
 	g.killing = true
 	_ = syscall.Kill(-g.leader, syscall.SIGKILL)
-	if g.cg != nil && g.cg.kill() == nil {
-		return
+	if g.cg != nil {
+		_ = g.cg.kill()
 	}
 	for _, pid := range descendants(os.Getpid()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -213,15 +218,20 @@ func (g *guard) mode() string {
 	return "subreaper, /proc walk"
 }
 
-// members lists the processes of the tree: the cgroup's, or our
-// descendants.
+// members lists the processes of the tree: the cgroup's and our
+// descendants (see kill).
 func (g *guard) members() []int {
+	pids := descendants(os.Getpid())
 	if g.cg != nil {
-		if pids, err := g.cg.procs(); err == nil {
-			return pids
+		if in, err := g.cg.procs(); err == nil {
+			for _, pid := range in {
+				if !slices.Contains(pids, pid) {
+					pids = append(pids, pid)
+				}
+			}
 		}
 	}
-	return descendants(os.Getpid())
+	return pids
 }
 
 // reap waits for every child, ours or reparented to us. It reports the

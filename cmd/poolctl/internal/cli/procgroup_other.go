@@ -25,4 +25,5 @@ func (g *group) stop(time.Duration, <-chan time.Duration) string {
 }
 func (g *group) exitCode() int    { return ExitError }
 func (g *group) close()           {}
+func (g *group) gone() bool       { return true }
 func (g *group) describe() string { return "" }

@@ -31,8 +31,11 @@ func (g *group) stop(grace time.Duration, cut <-chan time.Duration) string {
 		return "sent SIGTERM to the command's process group"
 	}
 	g.kill()
-	g.waitGone(time.Now().Add(grace), nil)
-	return fmt.Sprintf("the command's process group survived SIGTERM for %v and was sent SIGKILL", time.Since(start).Round(time.Millisecond))
+	how := fmt.Sprintf("the command's process group survived SIGTERM for %v and was sent SIGKILL", time.Since(start).Round(time.Millisecond))
+	if !g.waitGone(time.Now().Add(grace), nil) {
+		how += fmt.Sprintf(", and part of it still ran %v later", grace)
+	}
+	return how
 }
 
 // waitGone polls gone until deadline, which each value d from cut brings

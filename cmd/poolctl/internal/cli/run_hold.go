@@ -53,9 +53,12 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 	drain.start(cl, grp)
 	select {
 	case <-grp.exited:
-		grp.stop(o.KillGrace, lossCut(cl, sess, o.KillGrace)) // whatever the command left running
+		how := grp.stop(o.KillGrace, lossCut(cl, sess, o.KillGrace)) // whatever the command left running
 		if lost := cl.Err(); lost != nil {
 			return o.lost(cl, sess, lost, "the command exited meanwhile")
+		}
+		if !grp.gone() {
+			o.logf("warning: the command exited, but what it left running outlived SIGKILL (%s); releasing the seat all the same", how)
 		}
 		o.release(cl)
 		if grp.exitCode() == guardDied {

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
+)
+
+// TestRunStopsCgroupEscapee: a descendant of the command moves itself to
+// another cgroup (as processes that systemd-run --scope, tmux or podman's
+// conmon start are moved into scopes of their own) and is orphaned to the
+// guard. It must die with the rest when the command exits, in cgroup mode
+// as in /proc mode. Found by a review (2026-12-05): in cgroup mode the
+// guard's kill wrote cgroup.kill and, that having worked, did not walk its
+// descendants; the process survived every kill, and run released the seat
+// and exited 0.
+func TestRunStopsCgroupEscapee(t *testing.T) {
+	mount, root, ok := cgroup2Mount()
+	own, ok2 := ownCgroup()
+	if !ok || !ok2 {
+		t.Skip("no cgroup v2 here")
+	}
+	for _, mode := range []string{"cgroup", "proc"} {
+		t.Run(mode, func(t *testing.T) {
+			h := newHarness(t)
+			h.createPool("p", coordinator.PoolSpec{Capacity: 1})
+			esc := filepath.Join(mount, strings.TrimPrefix(own, root), fmt.Sprintf("escape-test-%d", time.Now().UnixNano()))
+			if err := os.Mkdir(esc, 0o755); err != nil {
+				t.Skipf("cannot make a cgroup to escape to: %v", err)
+			}
+			dir, inv := t.TempDir(), newInvocation()
+			inv.vars["ESC"] = esc
+			if mode == "proc" {
+				inv.vars[noCgroupEnv] = "1"
+			}
+			script := `( setsid sh -c 'echo $$ > "$ESC/cgroup.procs"; echo $$ > "$D/pid"; exec sleep 300' & ); while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 0`
+			wait := h.runChild(t, inv, dir, []string{"p", "--kill-grace", "500ms"}, script)
+			pid := readPid(t, filepath.Join(dir, "pid"))
+			t.Cleanup(func() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				testkit.Eventually(t, 5*time.Second, "the escapee gone, for its cgroup's removal", func() bool { return testkit.PidGone(pid) })
+				_ = syscall.Rmdir(esc)
+			})
+			r := wait()
+			if !testkit.PidGone(pid) {
+				t.Errorf("run exited %d (stderr %q), but the command's descendant %d, moved to another cgroup, still runs", r.code, r.err, pid)
+			}
+		})
+	}
+}
