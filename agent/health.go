@@ -59,7 +59,9 @@ func Probe(timeout time.Duration, checks ...Check) http.Handler {
 // ServeHTTP serves h on ln until ctx ends, then shuts the server down,
 // giving requests in flight up to a second.
 func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// An idle keep-alive connection is closed after IdleTimeout, so that
+	// idle clients cannot hold the server's sockets for good.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -74,6 +74,9 @@ func apiListener(a config.API) (net.Listener, error) {
 	return ln, nil
 }
 
+// apiIdleTimeout is how long the API keeps an idle keep-alive connection.
+var apiIdleTimeout = 2 * time.Minute
+
 // serveAPI serves h on ln until stop is called. Stopping cancels every
 // request's context first (cause httpapi.ErrServerStopping, so that a loss
 // stream says "closed"), so that waiting claims and event streams end at
@@ -81,7 +84,12 @@ func apiListener(a config.API) (net.Listener, error) {
 func serveAPI(ln net.Listener, h http.Handler) (stop func() error) {
 	base, cancelCause := context.WithCancelCause(context.Background())
 	cancel := func() { cancelCause(httpapi.ErrServerStopping) }
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	// IdleTimeout: a keep-alive connection that sends no request for that
+	// long is closed, so that idle clients, or unauthenticated ones, cannot
+	// hold the server's sockets for good (found by a review, 2026-12-05).
+	// No ReadTimeout: it would cut the streams and waiting claims, whose
+	// requests last; request bodies are bounded in size (httpapi).
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: apiIdleTimeout, BaseContext: func(net.Listener) context.Context { return base }}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	return func() error {
