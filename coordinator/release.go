@@ -259,7 +259,7 @@ func (c *Coordinator) Seat(ctx context.Context, pool string, seat int) (Seat, er
 	}
 	s, ok := c.seatOf(pool, resp.Kvs[0])
 	if !ok {
-		return Seat{}, fmt.Errorf("%w: pool %q seat %d has a malformed value", ErrInvalid, pool, seat)
+		return Seat{}, fmt.Errorf("%w: %q (pool %q seat %d) has a value etcdpool did not write", ErrForeignKey, resp.Kvs[0].Key, pool, seat)
 	}
 	return s, nil
 }

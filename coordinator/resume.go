@@ -114,10 +114,10 @@ func (c *Coordinator) Adopt(ctx context.Context, s *Session, pool string, seat i
 	}
 	rec, err := decodeSeatRecord(kvs[0].Value)
 	if err != nil {
-		return nil, fmt.Errorf("%w: pool %q seat %d has a malformed value: %v", ErrInvalid, pool, seat, err)
+		return nil, fmt.Errorf("%w: %q (pool %q seat %d) has a value etcdpool did not write: %v", ErrForeignKey, kvs[0].Key, pool, seat, err)
 	}
 	if pk, err := c.k.parse(string(kvs[0].Key)); err != nil || pk.Claim != queueName(s.Lease(), rec.Nonce) {
-		return nil, fmt.Errorf("%w: pool %q seat %d: key %q does not match its record", ErrInvalid, pool, seat, kvs[0].Key)
+		return nil, fmt.Errorf("%w: %q (pool %q seat %d) does not match its record, which etcdpool did not write", ErrForeignKey, kvs[0].Key, pool, seat)
 	}
 	inst, err := c.instanceAt(ctx, pool, rec.Instance, resp.Header.Revision)
 	if err != nil {

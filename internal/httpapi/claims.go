@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
@@ -191,13 +193,29 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, p *Principal) e
 		var done func()
 		var err error
 		if cl, _, done, err = s.adopt(ctx, p, ref); err != nil {
-			return err
+			return s.sessionGoneOr(ctx, ref.h.lease, err)
 		}
 		defer done()
 	}
 	if err := cl.ReleaseBy(ctx, p.Name); err != nil {
-		return err
+		return s.sessionGoneOr(ctx, ref.h.lease, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// sessionGoneOr returns err, a release's ErrNotHeld, as ErrSessionGone when
+// the session's lease is gone, as a replica that did not cache the session
+// says it (verify); and forgets the session. Found by a review
+// (2026-12-05): after the lease expired, the replica that granted the seat
+// answered not_held and the others session_gone.
+func (s *Server) sessionGoneOr(ctx context.Context, lease clientv3.LeaseID, err error) error {
+	if !errors.Is(err, coordinator.ErrNotHeld) {
+		return err
+	}
+	if alive, aerr := s.ss.alive(ctx, lease); aerr != nil || alive {
+		return err
+	}
+	s.ss.drop(lease)
+	return fmt.Errorf("%w: session %016x expired or was deleted", ErrSessionGone, int64(lease))
 }

@@ -86,13 +86,17 @@ func (s *Server) putPool(w http.ResponseWriter, r *http.Request, p *Principal) e
 	}
 }
 
-// upsertPool makes one attempt to create or update the pool.
+// upsertPool makes one attempt to create or update the pool. A spec in
+// etcd that does not decode (written by hand) is replaced as any other,
+// compared by its revision: PUT is how an admin repairs it (found by a
+// review, 2026-12-05: it answered 500).
 func (s *Server) upsertPool(ctx context.Context, pool string, spec coordinator.PoolSpec) (created bool, err error) {
 	cur, err := s.co.GetPool(ctx, pool)
 	switch {
 	case errors.Is(err, coordinator.ErrPoolNotFound):
 		_, err = s.co.CreatePool(ctx, pool, spec)
 		return true, err
+	case errors.Is(err, coordinator.ErrBadSpec) && cur.Revision > 0:
 	case err != nil:
 		return false, err
 	}

@@ -218,3 +218,21 @@ func TestStreamSaysLostWhenLeaseExpires(t *testing.T) {
 		t.Errorf("stream said %q %s; want lost, expired", ev, data)
 	}
 }
+
+// After a session's lease expired, its release answers session_gone on
+// every replica, the one that granted the seat (and remembers the
+// session) included. Found by a review (2026-12-05): that one answered
+// not_held, the others session_gone.
+func TestReleaseAfterExpiryReplicasAgree(t *testing.T) {
+	a, b, _ := replicaPair(t)
+	a.createPool("p", coordinator.PoolSpec{Capacity: 2})
+	s := a.session("", 2)
+	c := a.claim("", "p", map[string]any{"session": s}).want(t, "claim via A", 201, "")
+	testkit.Eventually(t, 10*time.Second, "the session's lease to expire, and its seat with it", func() bool {
+		seats, err := a.co.Seats(context.Background(), "p")
+		return err == nil && len(seats) == 0
+	})
+	path := releasePath("p", c.num("seat"), c.num("token"), s)
+	b.do("DELETE", path, "", nil).want(t, "release via B", 410, "session_gone")
+	a.do("DELETE", path, "", nil).want(t, "release via A, which granted the seat", 410, "session_gone")
+}

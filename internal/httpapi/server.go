@@ -203,7 +203,7 @@ func decode(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: request body: %v", ErrInvalidInput, err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) { // dec.More misses a stray '}' or ']'
 		return fmt.Errorf("%w: request body: trailing data after the JSON object", ErrInvalidInput)
 	}
 	return nil
