@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
 func TestEscape(t *testing.T) {
@@ -25,16 +30,38 @@ func TestEscape(t *testing.T) {
 	}
 }
 
-// TestHostileHolderRendered claims a seat, through the library, with a
-// holder full of terminal escapes (poolctl refuses such a --holder, but
-// any client can write one) and checks that seats prints it escaped.
+// TestHostileHolderRendered gives a seat a holder full of terminal
+// escapes (poolctl and the library refuse such a holder, but any client
+// with write access can put one in etcd) and checks that seats prints it
+// escaped.
 func TestHostileHolderRendered(t *testing.T) {
 	h := newHarness(t)
 	h.createPool("p", coordinator.PoolSpec{Capacity: 1})
-	h.claim("p", coordinator.WithHolder("evil\x1b]0;pwned\x07\x1b[2J"))
+	hostileSeat(t, h, "p", "evil\x1b]0;pwned\x07\x1b[2J")
 	r := h.run("seats", "p")
 	r.want(t, ExitOK)
 	if strings.ContainsAny(r.out, "\x1b\x07") || !strings.Contains(r.out, `evil\x1b]0;pwned\x07\x1b[2J`) {
 		t.Errorf("seats output is not escaped:\n%q", r.out)
+	}
+}
+
+// hostileSeat claims pool's one seat, then rewrites its record in etcd with
+// holder, as another client could: raw, whatever it holds.
+func hostileSeat(t *testing.T, h *harness, pool, holder string) {
+	t.Helper()
+	h.claim(pool, coordinator.WithHolder("x"))
+	ctx := testkit.Ctx(t, 10*time.Second)
+	resp, err := h.cli.Get(ctx, h.c.Prefix()+"/pools/"+pool+"/seats/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("seat key: %v, %d keys", err, len(resp.Kvs))
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["holder"] = holder
+	val, _ := json.Marshal(rec) // leaves DEL, C1 and the bidi overrides raw
+	if _, err := h.cli.Put(ctx, string(resp.Kvs[0].Key), string(val), clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/termsafe"
 )
 
 func TestAge(t *testing.T) {
@@ -106,5 +110,32 @@ func TestNoHeaders(t *testing.T) {
 	}
 	if got, want := b.String(), "2   x   -   -   9   0s   ?\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// A holder that another client wrote raw into etcd, with a bidirectional
+// override, DEL and a C1 control (CSI), is printed escaped by -o json and
+// -o yaml, and the value read back from either is the one in etcd. Found
+// by a review (2026-12-05): -o json printed them raw, and -o yaml failed
+// for the whole pool ("yaml: control characters are not allowed").
+func TestJSONAndYAMLEscapeHostileValues(t *testing.T) {
+	h := newHarness(t)
+	h.createPool("p", coordinator.PoolSpec{Capacity: 1})
+	const hostile = "admin\u202egnp.exe\u007f\u009b2J"
+	hostileSeat(t, h, "p", hostile)
+	for _, o := range []string{"json", "yaml"} {
+		r := h.run("seats", "p", "-o", o)
+		r.want(t, ExitOK)
+		if strings.ContainsFunc(r.out, func(c rune) bool { return c != '\n' && termsafe.Unsafe(c) }) {
+			t.Errorf("seats -o %s prints unsafe runes raw: %q", o, r.out)
+		}
+		var got struct{ Seats []struct{ Holder string } }
+		want := hostile // -o json keeps it; -o yaml shows it as the tables do
+		if o == "yaml" {
+			want = termsafe.Escape(hostile)
+		}
+		if err := yaml.Unmarshal([]byte(r.out), &got); err != nil || len(got.Seats) != 1 || got.Seats[0].Holder != want {
+			t.Errorf("seats -o %s read back: %+v, %v; want holder %q", o, got, err, want)
+		}
 	}
 }
