@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/etcdpool/etcdpool/internal/termsafe"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -130,21 +128,13 @@ func ValidateName(n string) error {
 }
 
 // validText checks text that a record stores as written (a holder's name,
-// a label, a force-release's reason and author): valid UTF-8, without the
-// characters termsafe refuses. JSON would store each byte that is not
-// UTF-8 as U+FFFD, and the record read back would not be the one written:
-// longer, or unequal to the value in memory. Errors wrap ErrInvalid and
-// say what.
+// a label, a force-release's reason and author): valid UTF-8. JSON would
+// store each byte that is not as U+FFFD, and the record read back would
+// not be the one written: longer, or unequal to the value in memory.
+// Errors wrap ErrInvalid and say what.
 func validText(what, s string) error {
 	if !utf8.ValidString(s) {
 		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("%s %q is not valid UTF-8", what, shortName(s))}
-	}
-	// Records are shown to operators: no control or bidirectional
-	// override characters, which act on a terminal or reorder what it
-	// shows (found by a review, 2026-12-05: a holder with one, written
-	// through the HTTP API, broke poolctl -o yaml for its pool).
-	if err := termsafe.Check(s); err != nil {
-		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("%s %q: %v", what, shortName(s), err)}
 	}
 	return nil
 }

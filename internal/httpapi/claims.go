@@ -95,6 +95,14 @@ func (s *Server) claimOptions(p *Principal, req claimRequest) ([]coordinator.Cla
 	if holder == "" {
 		holder = p.Name
 	}
+	if err := printable("holder", holder); err != nil {
+		return nil, 0, err
+	}
+	for k, v := range req.Labels {
+		if err := errors.Join(printable("label key", k), printable("label value", v)); err != nil {
+			return nil, 0, err
+		}
+	}
 	opts := []coordinator.ClaimOption{coordinator.WithHolder(holder)}
 	if tenant != "" {
 		opts = append(opts, coordinator.WithTenant(tenant))

@@ -75,6 +75,13 @@ func TestInvalidInputAndNotFound(t *testing.T) {
 		{"no token", "DELETE", "/v1/pools/p/seats/0?session=" + s, nil},
 		{"bad spec", "PUT", "/v1/pools/q", map[string]any{"capacity": 0}},
 		{"force-release without reason", "POST", "/v1/pools/p/seats/0/force-release", map[string]any{"token": 5}},
+		// Text for operators with control or bidi override characters
+		// (a review, 2026-12-05: the API took them, and poolctl -o yaml
+		// then failed for the whole pool).
+		{"holder with a bidi override", "POST", "/v1/pools/p/claims", map[string]any{"session": s, "holder": "admin\u202egnp.exe"}},
+		{"holder with a C1 control", "POST", "/v1/pools/p/claims", map[string]any{"session": s, "holder": "csi\u009b2J"}},
+		{"label value with DEL", "POST", "/v1/pools/p/claims", map[string]any{"session": s, "labels": map[string]string{"zone": "a\u007f"}}},
+		{"reason with ESC", "POST", "/v1/pools/p/seats/0/force-release", map[string]any{"token": 5, "reason": "x\u001b[2J"}},
 	}
 	for _, c := range bad {
 		e.do(c.method, c.path, "", c.body).want(t, c.name, 400, "invalid_input")

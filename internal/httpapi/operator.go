@@ -34,6 +34,9 @@ func (s *Server) forceRelease(w http.ResponseWriter, r *http.Request, p *Princip
 	if req.Token <= 0 || req.Reason == "" || len(req.Reason) > 1024 {
 		return fmt.Errorf("%w: give the seat's token and a reason (1..1024 bytes)", ErrInvalidInput)
 	}
+	if err := printable("reason", req.Reason); err != nil {
+		return err
+	}
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
 	st, err := s.forceReleaseBy(ctx, pool, seat, req.Token, req.Reason, p.Name)

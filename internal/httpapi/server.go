@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/termsafe"
 )
 
 // Server serves the API. It keeps no state a client depends on: any
@@ -212,4 +213,18 @@ func decode(r *http.Request, v any) error {
 // reqCtx bounds a request's etcd work by the request timeout.
 func (s *Server) reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), s.opts.timeout)
+}
+
+// printable refuses text a client gives for operators to read (a holder,
+// a label, a reason) that holds control or bidirectional override
+// characters (termsafe), as poolctl refuses them where it writes: they
+// would act on a terminal, or reorder what it shows. The library takes any
+// valid UTF-8, since records older clients wrote must still be read;
+// poolctl escapes what it prints. Found by a review (2026-12-05): the API
+// took a holder with U+202E and U+009B, and -o yaml failed for the pool.
+func printable(what, s string) error {
+	if err := termsafe.Check(s); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidInput, what, err)
+	}
+	return nil
 }

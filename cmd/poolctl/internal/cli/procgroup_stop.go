@@ -16,6 +16,11 @@ var termSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 // pollInterval is how often stop checks whether the group is gone.
 const pollInterval = 10 * time.Millisecond
 
+// killWait is the least stop waits for a tree to end after SIGKILL before
+// saying part of it still runs: the guard reports the tree gone once it
+// has removed its cgroup too, which took about a second on these machines.
+const killWait = 5 * time.Second
+
 // stop ends the command and everything it started: SIGTERM, then SIGKILL if
 // anything is still running after grace. Each value d received from cut
 // (nil: none) brings SIGKILL forward to d from then, if that is sooner: the
@@ -32,8 +37,10 @@ func (g *group) stop(grace time.Duration, cut <-chan time.Duration) string {
 	}
 	g.kill()
 	how := fmt.Sprintf("the command's process group survived SIGTERM for %v and was sent SIGKILL", time.Since(start).Round(time.Millisecond))
-	if !g.waitGone(time.Now().Add(grace), nil) {
-		how += fmt.Sprintf(", and part of it still ran %v later", grace)
+	// SIGKILL takes a moment to end a tree, however short grace was (none
+	// after a lease's end): wait at least killWait before saying it lived.
+	if wait := max(grace, killWait); !g.waitGone(time.Now().Add(wait), nil) {
+		how += fmt.Sprintf(", and part of it still ran %v later", wait)
 	}
 	return how
 }

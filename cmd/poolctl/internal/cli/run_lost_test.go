@@ -78,6 +78,9 @@ func TestRunSeatLost(t *testing.T) {
 			if !strings.Contains(r.err, tt.why) {
 				t.Errorf("stderr %q does not say %q", r.err, tt.why)
 			}
+			if strings.Contains(r.err, "still ran") { // the tree dies within ms of SIGKILL (a review, 2026-12-05: said so at once)
+				t.Errorf("stderr %q says part of the command outlived SIGKILL", r.err)
+			}
 			if tt.term && !exists(filepath.Join(dir, "term")) {
 				t.Error("the command did not get SIGTERM")
 			}

@@ -38,8 +38,12 @@ func (o *runOptions) completeDrainSignal() error {
 // a process in the background that reads or writes the terminal, are
 // ignored: a run in the background writes its lines to the terminal rather
 // than stop. Called after the command started: an ignored signal is
-// inherited across exec, and the command keeps the defaults. SIGSTOP
-// cannot be caught (README, Known limits).
+// inherited across exec, and the command keeps the defaults. (restore
+// does not bring SIGTTIN and SIGTTOU back to their defaults, which Go
+// cannot do for a signal it was told to ignore: a later command of the same
+// process would inherit them ignored. poolctl runs one command per
+// process; tests run several.) SIGSTOP cannot be caught (README, Known
+// limits).
 func (o *runOptions) refuseSuspend() (restore func()) {
 	tstp := make(chan os.Signal, 1)
 	o.g.env.Notify(tstp, syscall.SIGTSTP)
