@@ -58,6 +58,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"prefix over 256 bytes", func(c *Config) { c.Prefix = "/" + strings.Repeat("p", 256) }, "prefix"},
 		{"space in tenant", func(c *Config) { c.Sidecar.Tenant = "a b" }, "sidecar.tenant"},
 		{"escape in holder", func(c *Config) { c.Sidecar.Holder = "pod\x1b[2J" }, "sidecar.holder"},
+		{"bidi override in a label value", func(c *Config) { c.Sidecar.Labels = map[string]string{"zone": "a\u202e"} }, "sidecar.labels"},
+		{"DEL in a label key", func(c *Config) { c.Sidecar.Labels = map[string]string{"zo\x7fne": "a"} }, "sidecar.labels"},
 		{"dot-dot pool", func(c *Config) { c.Sidecar.Pool = ".." }, "sidecar.pool"},
 		{"long instance id", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: strings.Repeat("i", 129)}} }, "agent.instances[0].id"},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/etcdclient"
+	"github.com/etcdpool/etcdpool/internal/termsafe"
 )
 
 // Validate checks the fields and cross-field rules shared by every mode,
@@ -136,11 +137,16 @@ func checkName(field, n string) error {
 
 // checkLabels applies coordinator's rule for instance label keys, so that a
 // bad key is refused at start rather than at registration. It repeats the
-// rule because coordinator does not export its instance check.
+// rule because coordinator does not export its instance check. Keys and
+// values are refused with control or bidirectional override characters
+// too (termsafe), as the holder is: operators read them.
 func checkLabels(field string, labels map[string]string) error {
-	for k := range labels {
+	for k, v := range labels {
 		if k == "" || len(k) > coordinator.MaxNameLen {
 			return fieldErr(field, "bad label key %q", k)
+		}
+		if err := errors.Join(termsafe.Check(k), termsafe.Check(v)); err != nil {
+			return fieldErr(field, "label %q=%q: %v", k, v, err)
 		}
 	}
 	return nil

@@ -71,6 +71,8 @@ func TestInvalidInputAndNotFound(t *testing.T) {
 		{"wait too long", "POST", "/v1/pools/p/claims", map[string]any{"session": s, "wait": 1e6}},
 		{"bad tenant", "POST", "/v1/pools/p/claims", map[string]any{"session": s, "tenant": "a/b"}},
 		{"bad pool name", "POST", "/v1/pools/a%20b/claims", map[string]any{"session": s}},
+		{"a slash in a pool name", "POST", "/v1/pools/a%2Fb/claims", map[string]any{"session": s}}, // was 403 (a review, 2026-12-05)
+		{"a slash in a pool name, reading", "GET", "/v1/pools/a%2Fb/seats", nil},
 		{"seat not a number", "DELETE", "/v1/pools/p/seats/x?token=1&session=" + s, nil},
 		{"no token", "DELETE", "/v1/pools/p/seats/0?session=" + s, nil},
 		{"bad spec", "PUT", "/v1/pools/q", map[string]any{"capacity": 0}},
