@@ -104,7 +104,19 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		return err
 	}
 	s.saveState(resumeState{Pool: cl.Pool(), Lease: int64(sess.Lease()), State: StateHeld, Seat: cl.Seat(), Token: cl.Token()})
-	held := s.heldRecord(ctx, sess, cl) // may read etcd: the seat can go meanwhile
+	held, gone := s.heldRecord(ctx, sess, cl) // may read etcd: the seat can go meanwhile
+	if gone {
+		// Resumed on an instance gone since (a restart during the hold
+		// after its loss): the claim's monitor says so in a moment. Never
+		// published as held (found by a review, 2026-12-05: it was, for
+		// about 80 ms, and /readyz answered 200).
+		select {
+		case <-cl.Done():
+		case <-ctx.Done():
+			s.release(sess, cl)
+			return nil
+		}
+	}
 	select {
 	case <-cl.Done(): // never published as held
 		return s.lose(ctx, sess, cl)
@@ -221,38 +233,44 @@ func (s *Sidecar) waitErr(wctx context.Context, err error) error {
 }
 
 // heldRecord describes a granted claim, with the instance's address and
-// labels (read back if the claim only knows the instance's ID).
-func (s *Sidecar) heldRecord(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) SeatRecord {
-	rec := SeatRecord{
+// labels (read back if the claim only knows the instance's ID, as a claim
+// that Adopt took back after its instance went does). gone reports that
+// the read found no such instance.
+func (s *Sidecar) heldRecord(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) (rec SeatRecord, gone bool) {
+	rec = SeatRecord{
 		State: StateHeld, Pool: cl.Pool(), Seat: cl.Seat(), Token: cl.Token(), Lease: leaseHex(sess.Lease()),
 		Holder: cl.Holder(), Tenant: cl.Tenant(),
 	}
 	in, ok := cl.Instance()
 	if !ok {
-		return rec
+		return rec, false
 	}
 	if in.Addr == "" && in.Labels == nil {
 		rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
 		all, err := s.co.Instances(rctx, cl.Pool())
 		cancel()
+		gone = err == nil
 		for _, x := range all {
 			if err == nil && x.ID == in.ID {
-				in = x
+				in, gone = x, false
 			}
 		}
 	}
 	rec.Instance, rec.Address, rec.Labels = in.ID, in.Addr, in.Labels
-	return rec
+	return rec, gone
 }
 
-// release gives the seat back and revokes the lease.
+// release tells the app first (the record, the seat file, /readyz), then
+// gives the seat back and revokes the lease: the other way round, a
+// waiter was granted the seat while this pod still said it held it
+// (found by a review, 2026-12-05).
 func (s *Sidecar) release(sess *coordinator.Session, cl *coordinator.Claim) {
-	s.releaseSeat(cl)
-	s.o.closeSession(sess)
-	s.dropState()
 	rec := s.Record()
 	rec.State, rec.Draining = StateReleased, false
 	_ = s.update(rec)
+	s.releaseSeat(cl)
+	s.o.closeSession(sess)
+	s.dropState()
 }
 
 // releaseSeat releases cl's seat within one request timeout; a seat
@@ -291,7 +309,14 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	if errors.Is(cause, coordinator.ErrSessionExpired) {
 		s.o.onSessionLost()
 	}
+	told := time.Now()
 	retry.Sleep(ctx, s.lossHold(cause))
+	if errors.Is(cause, coordinator.ErrInstanceGone) {
+		// A SIGTERM ends the loss grace, not the app's stop: its
+		// instance's slot stays held AppStopWithin after /readyz failed
+		// (found by a review, 2026-12-05: it was freed at once).
+		time.Sleep(time.Until(told.Add(s.cfg.AppStopWithin.D())))
+	}
 	if errors.Is(cause, coordinator.ErrInstanceGone) && sess.Err() == nil {
 		// Still held (lossHold): a release records the instance's loss,
 		// where the session's revoke would read as an expiry.

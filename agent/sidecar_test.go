@@ -36,15 +36,9 @@ func TestSidecarReleasesOnCancel(t *testing.T) {
 	defer cancel()
 	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
 	cfg := sidecarConfig(t)
-	sc := NewSidecar(co, cfg)
-	srv := httptest.NewServer(sc.Handler(nil))
-	defer srv.Close()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- sc.Run(rctx) }()
-	testkit.Eventually(t, 5*time.Second, "held", sc.Held)
+	_, url, stop, done := heldSidecar(t, ctx, co, cfg)
 	for _, p := range []string{StartupzPath, ReadyzPath, HealthzPath, SeatPath} {
-		if code := get(t, srv.URL+p); code != 200 {
+		if code := get(t, url+p); code != 200 {
 			t.Errorf("%s = %d while held", p, code)
 		}
 	}
@@ -55,7 +49,7 @@ func TestSidecarReleasesOnCancel(t *testing.T) {
 	if s, err := co.Seats(ctx, "p"); err != nil || len(s) != 0 {
 		t.Errorf("seats after release: %v, %v", s, err)
 	}
-	if code := get(t, srv.URL+ReadyzPath); code != 503 {
+	if code := get(t, url+ReadyzPath); code != 503 {
 		t.Errorf("/readyz = %d after release, want 503", code)
 	}
 	if _, err := os.Stat(StatePath(cfg.SeatFile)); !errors.Is(err, os.ErrNotExist) {
