@@ -46,7 +46,7 @@ func TestSidecarSigtermTellsAppBeforeRelease(t *testing.T) {
 		rec, _ := ReadSeatFile(cfg.SeatFile)
 		code := get(t, url+ReadyzPath)
 		got <- snap{st, rec.State, code}
-		_ = cl
+		_ = cl.Release(ctx)
 	}()
 	testkit.Eventually(t, 5*time.Second, "the waiter to queue", func() bool {
 		q, err := co.Queue(ctx, "p")
@@ -80,10 +80,9 @@ func TestSidecarRestartDuringInstanceGoneHold(t *testing.T) {
 	if err := WriteFileAtomic(StatePath(cfg.SeatFile), b, stateFileMode); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Revoke(ctx, agent.Lease()); err != nil {
+	if _, err := cli.Revoke(ctx, agent.Lease()); err != nil { // the instance goes with it, by the time Revoke returns
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
 	sc := NewSidecar(co, cfg)
 	srv := httptest.NewServer(sc.Handler(nil))
 	defer srv.Close()

@@ -222,3 +222,60 @@ func fullPool(t *testing.T, ctx context.Context, c *coordinator.Coordinator, cli
 	}
 	return dying
 }
+
+// TestUnprovenStepOutOnLowMaxTxnOps: a head barred by its tenant's limit
+// of 8 steps out with a proof of 10 compares (8 held slots, the spec, its
+// queue key), which an etcd whose --max-txn-ops is 9 refuses as too many
+// operations, having applied nothing. The step-out is sent again without
+// the proof, as before the proof existed: the head leaves the line with
+// its waiting record (it does not take the refusal for one of its record
+// and wait unrecorded), and the waiter behind it is served.
+func TestUnprovenStepOutOnLowMaxTxnOps(t *testing.T) {
+	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cli := newDialedClient(t, srv.ClientURL())
+	c := testkit.Coordinator(t, cli)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 9, TenantLimits: map[string]int{"a": 9}})
+	for range 8 {
+		mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithTenant("a"))
+	}
+	ySess := testkit.Session(t, cli, 30*time.Second)
+	mustClaim(t, ctx, c, ySess, "p")
+	granted := make(chan string, 2)
+	for _, w := range []struct {
+		name string
+		opts []coordinator.ClaimOption
+	}{{"H", []coordinator.ClaimOption{coordinator.WithTenant("a")}}, {"W2", nil}} {
+		s := testkit.Session(t, cli, 30*time.Second)
+		go func() {
+			if _, err := c.Claim(ctx, s, "p", append(w.opts, coordinator.WithWait(), coordinator.WithHolder(w.name))...); err == nil {
+				granted <- w.name
+			}
+		}()
+		waitQueued(t, c, "p", map[string]int{"H": 1, "W2": 2}[w.name])
+	}
+	// Tenant a's limit drops to 8: H is barred by it, hidden by the full
+	// pool until y's seat frees.
+	if _, err := c.UpdatePool(ctx, "p", coordinator.PoolSpec{Capacity: 9, TenantLimits: map[string]int{"a": 8}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Revoke(ctx, ySess.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-granted:
+		if name != "W2" {
+			t.Fatalf("%s granted; want W2, H being barred by its tenant's limit", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("W2 not granted within 10 s of a seat freeing")
+	}
+	testkit.Eventually(t, 5*time.Second, "H held back with its waiting record", func() bool {
+		q, err := c.Queue(ctx, "p")
+		return err == nil && len(q) == 1 && q[0].Holder == "H" && q[0].Reason == coordinator.WaitTenantLimit
+	})
+}

@@ -137,15 +137,26 @@ func (po *passedOver) cmps(s *poolState) []clientv3.Cmp {
 	return cmps
 }
 
+// stepOut returns, for err, a head's refused plan on s, the step-out it
+// sends when its own constraints bar it (ownLimit), with their proof
+// (barProof) and s's revision; nil for any other refusal. A head in a
+// full pool looks at every change of it: nothing is built for those.
+func (s *poolState) stepOut(o claimOptions, err error) *stepOutError {
+	if !ownLimit(err) {
+		return nil
+	}
+	return &stepOutError{proof: s.barProof(o, err), rev: s.rev}
+}
+
 // barProof returns the compares that prove, on the server, that err, the
 // refusal of a head with options o by its own constraints (ownLimit),
 // still holds as s shows it: what its step-out carries (stepOut). They
 // are a pass-over's proof of that bar, and the spec's mod revision, which
 // sets the limits. A proof that would not fit a txn with the step-out's
 // own compare (a tenant limit over maxTxnOps-2) is nil: such a step-out
-// is not proven. Nil, too, for any other err.
+// is not proven.
 func (s *poolState) barProof(o claimOptions, err error) []clientv3.Cmp {
-	if !ownLimit(err) || s.specKV == nil {
+	if s.specKV == nil {
 		return nil
 	}
 	var po passedOver

@@ -416,7 +416,7 @@ func (h *headTurn) look(live *poolState) func(context.Context) (bool, error) {
 	}
 	p, err := live.plan(h.req)
 	if err != nil {
-		so := &stepOutError{proof: live.barProof(h.req.opts, err), rev: live.rev} // on the view that barred it, under its lock
+		so := live.stepOut(h.req.opts, err) // on the view that barred it, under its lock
 		return func(ctx context.Context) (bool, error) {
 			return false, h.c.headRefused(ctx, h.s, h.pool, err, so, h.req.opts, h.w)
 		}
@@ -446,14 +446,14 @@ func (c *Coordinator) tryHead(ctx context.Context, s *Session, pool string, req 
 			return c.fromGrant(s, pool, req, g) // granted by a head before us
 		}
 		if p, err = st.planBatch(req, c.chainLimit()); err != nil {
-			return nil, c.headRefused(ctx, s, pool, err, &stepOutError{proof: st.barProof(req.opts, err), rev: st.rev}, req.opts, w)
+			return nil, c.headRefused(ctx, s, pool, err, st.stepOut(req.opts, err), req.opts, w)
 		}
 	}
 }
 
 // headRefused turns the head's refused plan into what it does next: nil to
 // keep waiting, having reported why to w, or the error that ends its wait:
-// so, when its own constraints bar it.
+// so (poolState.stepOut), when its own constraints bar it.
 func (c *Coordinator) headRefused(ctx context.Context, s *Session, pool string, err error, so *stepOutError, o claimOptions, w *waitTracker) error {
 	switch {
 	case ownLimit(err):

@@ -346,10 +346,10 @@ func (w *waitTracker) inLine() { w.written, w.maybe, w.lost = "", false, false }
 // says so: a release or a head granted the waiter a seat after the look
 // that barred it, or the bar lifted (its tenant's seat released, say), and
 // the caller looks again, first in line still. On an error it reports
-// neither: the caller then dequeues as for any waiter that leaves. Before 2026-12-05 the step-out compared the
-// queue key alone: a head whose bar lifted while its step-out was on the
-// way went to the back, and the waiters behind it took the seats
-// (TestStepOutAfterBarLiftedStaysFirst).
+// neither: the caller then dequeues as for any waiter that leaves. Before
+// 2026-12-05 the step-out compared the queue key alone: a head whose bar
+// lifted while its step-out was on the way went to the back, and the
+// waiters behind it took the seats (TestStepOutAfterBarLiftedStaysFirst).
 //
 // A waiter whose records etcd refuses (a role without write on waiting/)
 // steps out unrecorded: the txn only deletes its queue key; a full txn

@@ -399,12 +399,12 @@ func TestRunLeftoverStoppedWithSeat(t *testing.T) {
 			h := newHarness(t)
 			h.createPool("p", coordinator.PoolSpec{Capacity: 1})
 			dir, inv := t.TempDir(), newInvocation()
-			script := `echo $$ > "$D/leader"; sh -c 'trap "" TERM; echo $$ > "$D/pid"; while :; do sleep 0.05; done' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 0`
+			script := `echo $$ > "$D/leader"; sh -c 'exec 2>"$D/stderr"; trap "touch \"$D/term\"" TERM; echo $$ > "$D/pid"; while :; do sleep 0.05; done' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 0`
 			wait := h.runChild(t, inv, dir, []string{"p", "--holder", "h", "--ttl", "30s"}, script)
 			leader, child := readPid(t, filepath.Join(dir, "leader")), readPid(t, filepath.Join(dir, "pid"))
 			s := h.heldBy(t, "p", "h")
 			testkit.Eventually(t, 5*time.Second, "the command to exit", func() bool { return testkit.PidGone(leader) })
-			time.Sleep(300 * time.Millisecond) // run gives the leftover --kill-grace (10 s)
+			waitFile(t, filepath.Join(dir, "term")) // run sent the leftover SIGTERM: its --kill-grace (10 s) runs
 			ctx := testkit.Ctx(t, 30*time.Second)
 			if how == "lease revoked" {
 				etcdtest.Revoke(t, h.cli, s.Lease)
