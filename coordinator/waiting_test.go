@@ -401,7 +401,16 @@ func TestSteppedOutRecordKeepsFirst(t *testing.T) {
 				}
 			}
 			if heldFirst {
-				setI1(coordinator.InstanceDraining)
+				in, err := c.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The claim h keeps c's pool feed: w must look at a view that
+				// shows the drain, or it joins the line, unrecorded, behind a
+				// full pool (seen once in CI on 2026-12-05).
+				testkit.Eventually(t, 10*time.Second, "c's pool feed to show i1 draining", func() bool {
+					return coordinator.FeedAt(c, "p", in.Revision)
+				})
 			}
 			wctx, stopWatch := context.WithCancel(ctx)
 			defer stopWatch()
