@@ -182,3 +182,43 @@ func TestLocalDeadlineFiresBeforeServerExpiry(t *testing.T) {
 		t.Fatal("the keepalive failure hook was never called")
 	}
 }
+
+// TestDeadlineMovedHook checks that WithDeadlineMoved tells each move of
+// the local deadline, in order, as Deadline then reads it, and nothing
+// after Close.
+func TestDeadlineMovedHook(t *testing.T) {
+	_, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 20*time.Second)
+	moved := make(chan time.Time, 100)
+	s, err := coordinator.NewSession(ctx, cli, coordinator.WithTTL(2*time.Second),
+		coordinator.WithDeadlineMoved(func(d time.Time) { moved <- d }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := s.Deadline()
+	for i := range 3 { // a keepalive every TTL/3
+		select {
+		case d := <-moved:
+			if !d.After(last) {
+				t.Fatalf("move %d: deadline %v is not after the one before, %v", i, d, last)
+			}
+			if got := s.Deadline(); got.Before(d) {
+				t.Fatalf("move %d: told %v, Deadline says %v", i, d, got)
+			}
+			last = d
+		case <-time.After(2 * time.Second):
+			t.Fatalf("move %d: no deadline move told within the TTL", i)
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for len(moved) > 0 { // told before Close returned
+		<-moved
+	}
+	select {
+	case d := <-moved:
+		t.Fatalf("a deadline move told after Close returned: %v", d)
+	case <-time.After(time.Second): // past the next keepalive
+	}
+}

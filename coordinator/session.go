@@ -45,6 +45,7 @@ type Session struct {
 	ttl       time.Duration
 	margin    time.Duration
 	onFailure func(error)
+	onMoved   func(time.Time)
 	borrowed  bool // someone else keeps the lease alive; see borrow.go
 
 	mu       sync.Mutex
@@ -66,10 +67,11 @@ type Session struct {
 type SessionOption func(*sessionOptions)
 
 type sessionOptions struct {
-	ttl       time.Duration // default DefaultSeatTTL
-	margin    time.Duration // default ttl/10, at least 500ms
-	onFailure func(error)   // default: nothing
-	borrowed  bool          // set by BorrowSession only
+	ttl       time.Duration   // default DefaultSeatTTL
+	margin    time.Duration   // default ttl/10, at least 500ms
+	onFailure func(error)     // default: nothing
+	onMoved   func(time.Time) // default: nothing
+	borrowed  bool            // set by BorrowSession only
 }
 
 // MinMargin is the smallest default local-deadline margin; see Session.
@@ -88,6 +90,17 @@ func WithMargin(d time.Duration) SessionOption { return func(o *sessionOptions) 
 // nothing.
 func WithKeepAliveFailure(f func(error)) SessionOption {
 	return func(o *sessionOptions) { o.onFailure = f }
+}
+
+// WithDeadlineMoved calls f with the new local deadline each time a
+// keepalive answer moves it (not for the first, which Deadline returns
+// once NewSession has returned). Calls come one at a time, in order, from
+// the session's keepalive goroutine, outside its lock; f must not block.
+// It is for a watchdog outside this process that must stop work by the
+// deadline when this process cannot (poolctl run's guard, which kills the
+// command when poolctl is stopped). Default: nothing.
+func WithDeadlineMoved(f func(deadline time.Time)) SessionOption {
+	return func(o *sessionOptions) { o.onMoved = f }
 }
 
 func (o *sessionOptions) validate() error {
@@ -126,7 +139,7 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 func startSession(cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, sent time.Time, o sessionOptions) *Session {
 	life, cancel := context.WithCancel(context.Background())
 	s := &Session{
-		cli: cli, id: id, ttl: ttl, margin: o.margin, onFailure: o.onFailure, borrowed: o.borrowed,
+		cli: cli, id: id, ttl: ttl, margin: o.margin, onFailure: o.onFailure, onMoved: o.onMoved, borrowed: o.borrowed,
 		life: life, cancel: cancel, donec: make(chan struct{}), loopc: make(chan struct{}),
 		deadline: sent.Add(ttl - o.margin), lastOK: sent,
 	}
@@ -317,11 +330,17 @@ func (s *Session) keepAlive(ctx context.Context) {
 // late answer to an old request never moves it back.
 func (s *Session) extend(sent time.Time, ttl time.Duration) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.err != nil || !time.Now().Before(s.deadline) {
+		s.mu.Unlock()
 		return // lost already; the watchdog is about to say so
 	}
-	if d := sent.Add(ttl - s.margin); d.After(s.deadline) {
+	d := sent.Add(ttl - s.margin)
+	moved := d.After(s.deadline)
+	if moved {
 		s.deadline, s.lastOK = d, sent
+	}
+	s.mu.Unlock()
+	if moved && s.onMoved != nil {
+		s.onMoved(d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +37,9 @@ func TestE2E(t *testing.T) {
 	t.Run("SIGKILL of the guard kills the command", e.guardKilled)
 	t.Run("SIGKILL churn never exceeds capacity", e.churn)
 	t.Run("Ctrl-Z does not suspend run", e.suspend)
+	if runtime.GOOS == "linux" {
+		t.Run("SIGSTOP of poolctl: the guard kills the command by the deadline", e.sigstop)
+	}
 }
 
 // suspend sends poolctl run the SIGTSTP that Ctrl-Z sends the terminal's

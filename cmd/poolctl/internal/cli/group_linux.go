@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -24,6 +25,9 @@ type group struct {
 	how    string        // how the guard finds the tree, for -v
 	pid    int           // the command's pid and process group
 	cgDir  string        // the command's cgroup; "" for none
+	// expired is set when the guard stopped the tree at the session's
+	// deadline ("until"), poolctl having sent no later one.
+	expired atomic.Bool
 }
 
 // closeWait bounds how long close waits for the guard: a process stuck in
@@ -109,6 +113,10 @@ func (g *group) follow(status *bufio.Scanner, stR *os.File) {
 	reported := false
 	for status.Scan() {
 		verb, arg, _ := strings.Cut(status.Text(), " ")
+		if verb == "expired" {
+			g.expired.Store(true)
+			continue
+		}
 		n, err := strconv.Atoi(arg)
 		if reported || err != nil || (verb != "exit" && verb != "signal") {
 			continue
@@ -164,6 +172,18 @@ func (g *group) terminate() { g.tell("term") }
 
 // kill SIGKILLs every process of the tree until none is left.
 func (g *group) kill() { g.tell("kill") }
+
+// until tells the guard the session's local deadline: unless told a later
+// one first, it sends the tree SIGTERM then, and SIGKILL grace later
+// (guard_linux.go). The deadline is carried over to the machine's
+// monotonic clock, which the guard reads too.
+func (g *group) until(deadline time.Time, grace time.Duration) {
+	g.tell(fmt.Sprintf("until %d %d", monoNow()+int64(time.Until(deadline)), int64(grace)))
+}
+
+// expiredAtDeadline reports whether the guard stopped the tree at the
+// session's deadline (poolctl sent no later one: it was stopped, or hung).
+func (g *group) expiredAtDeadline() bool { return g.expired.Load() }
 
 // gone reports whether the leader and everything it started have ended.
 func (g *group) gone() bool {

@@ -29,12 +29,24 @@ import (
 //   - the command itself gets PR_SET_PDEATHSIG=SIGKILL, in case the guard
 //     is killed too.
 //
+//   - it stops the tree by the session's local deadline, which poolctl
+//     sends it each time a keepalive moves it: a poolctl that is stopped
+//     (SIGSTOP, a debugger) or hung sends no keepalive, and its seat can be
+//     granted to another once the lease ends, while the command would run
+//     on. The guard sends SIGTERM at the deadline and SIGKILL at the
+//     deadline plus the grace poolctl gives (lossGrace: at most half the
+//     session's margin, which the lease outlives the deadline by), as
+//     poolctl itself would.
+//
 // Protocol. poolctl writes lines on fd 3: "signal N" (send N to the
-// command's process group), "term" (SIGTERM to every process of the tree),
-// "kill" (SIGKILL every process of the tree until none is left). The guard
-// writes lines on fd 4: "pid N MODE" or "error ERRNO MESSAGE" once, then
-// "exit N" or "signal N" when the command's leader ends. It exits once no
-// descendant is left, which poolctl sees as end of file on fd 4.
+// command's process group), "term" (SIGTERM to every process of the tree,
+// once), "kill" (SIGKILL every process of the tree until none is left),
+// "until T G" (stop the tree at T, in CLOCK_MONOTONIC nanoseconds, with G
+// nanoseconds between SIGTERM and SIGKILL, unless a later "until" comes
+// first). The guard writes lines on fd 4: "pid N MODE" or "error ERRNO
+// MESSAGE" once, then "expired" if the deadline passed, and "exit N" or
+// "signal N" when the command's leader ends. It exits once no descendant
+// is left, which poolctl sees as end of file on fd 4.
 
 // guardArg is the hidden first argument that makes poolctl a guard.
 const guardArg = "__guard"
@@ -55,6 +67,15 @@ type guard struct {
 	cg      *cgroup // nil: the /proc fallback
 	status  io.Writer
 	killing bool // SIGKILL everything until nothing is left
+	termed  bool // SIGTERM sent to the tree
+	// until is the session's local deadline and grace the time from it to
+	// SIGKILL ("until"); expired is set once it has passed, after which no
+	// later deadline is taken: the tree is on its way out, as poolctl's
+	// session, which never moves a passed deadline, has ended too.
+	until   int64 // CLOCK_MONOTONIC ns; 0: none told
+	grace   time.Duration
+	expired bool
+	expiry  *time.Timer // fires at until, then at until+grace
 }
 
 // runGuard is the guard process's main. It returns its exit code.
@@ -147,6 +168,9 @@ func (g *guard) loop(ctl <-chan string) int {
 	leader, empty := g.reap()
 	tick := time.NewTicker(rekillInterval)
 	defer tick.Stop()
+	g.expiry = time.NewTimer(time.Hour)
+	g.expiry.Stop()
+	defer g.expiry.Stop()
 	for {
 		select {
 		case line, ok := <-ctl:
@@ -162,6 +186,8 @@ func (g *guard) loop(ctl <-chan string) int {
 			if g.killing {
 				g.kill()
 			}
+		case <-g.expiry.C:
+			g.deadline()
 		case <-empty:
 			select {
 			case ws := <-leader: // reaped just before the last one
@@ -183,11 +209,48 @@ func (g *guard) command(line string) {
 			_ = syscall.Kill(-g.leader, syscall.Signal(n))
 		}
 	case "term":
-		_ = syscall.Kill(-g.leader, syscall.SIGTERM)
-		for _, pid := range g.members() {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-		}
+		g.terminate()
 	case "kill":
+		g.kill()
+	case "until":
+		t, grace, _ := strings.Cut(arg, " ")
+		until, err1 := strconv.ParseInt(t, 10, 64)
+		ns, err2 := strconv.ParseInt(grace, 10, 64)
+		if err1 != nil || err2 != nil || g.expired || until <= g.until {
+			return
+		}
+		g.until, g.grace = until, time.Duration(ns)
+		g.expiry.Reset(time.Duration(until - monoNow()))
+	}
+}
+
+// terminate sends SIGTERM to every process of the tree, once: poolctl
+// and the deadline may both ask for it.
+func (g *guard) terminate() {
+	if g.termed {
+		return
+	}
+	g.termed = true
+	_ = syscall.Kill(-g.leader, syscall.SIGTERM)
+	for _, pid := range g.members() {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+}
+
+// deadline runs when the expiry timer fires: at the session's local
+// deadline, unless poolctl told a later one meanwhile, it tells poolctl
+// and sends SIGTERM; grace after the deadline, SIGKILL.
+func (g *guard) deadline() {
+	now := monoNow()
+	switch {
+	case now < g.until: // early: a timer's wakeup may precede the clock
+		g.expiry.Reset(time.Duration(g.until - now))
+	case !g.expired:
+		g.expired = true
+		fmt.Fprintln(g.status, "expired")
+		g.terminate()
+		g.expiry.Reset(time.Duration(g.until + int64(g.grace) - now))
+	default:
 		g.kill()
 	}
 }

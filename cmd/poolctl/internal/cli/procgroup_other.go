@@ -23,7 +23,9 @@ func (g *group) signal(os.Signal) {}
 func (g *group) stop(time.Duration, <-chan time.Duration) string {
 	return ""
 }
-func (g *group) exitCode() int    { return ExitError }
-func (g *group) close()           {}
-func (g *group) gone() bool       { return true }
-func (g *group) describe() string { return "" }
+func (g *group) exitCode() int                  { return ExitError }
+func (g *group) close()                         {}
+func (g *group) gone() bool                     { return true }
+func (g *group) describe() string               { return "" }
+func (g *group) until(time.Time, time.Duration) {}
+func (g *group) expiredAtDeadline() bool        { return false }

@@ -81,3 +81,10 @@ func (g *group) exitCode() int {
 	}
 	return st.ExitCode()
 }
+
+// until does nothing: only Linux has a guard process to stop the command
+// at the session's deadline when poolctl cannot (README, Known limits).
+func (g *group) until(time.Time, time.Duration) {}
+
+// expiredAtDeadline is false: see until.
+func (g *group) expiredAtDeadline() bool { return false }

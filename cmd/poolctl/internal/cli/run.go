@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
 )
@@ -35,9 +36,10 @@ type runOptions struct {
 	Verbose     bool
 	Argv        []string
 
-	labels   map[string]string
-	path     string    // Argv[0] resolved in PATH
-	drainSig os.Signal // DrainSignal parsed; nil for none
+	labels    map[string]string
+	path      string        // Argv[0] resolved in PATH
+	drainSig  os.Signal     // DrainSignal parsed; nil for none
+	deadlines *deadlineFeed // the session's deadline, for the guard
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -108,7 +110,10 @@ the command's process group; the command keeps its seat either way.
 
 On Linux, CMD and everything it starts die with poolctl, however poolctl
 dies (even SIGKILL): a guard process, using a cgroup of its own where
-cgroup v2 is writable, kills the whole tree when poolctl is gone.
+cgroup v2 is writable, kills the whole tree when poolctl is gone. It also
+stops CMD when poolctl is stopped (SIGSTOP) or hung past the session's
+local deadline, as poolctl would have: SIGTERM then, SIGKILL half the
+session's margin later (or after --kill-grace if shorter).
 
 If the seat is lost while CMD runs (force-released, session lease lost,
 instance gone, pool deleted), poolctl sends SIGTERM to everything CMD
@@ -250,8 +255,15 @@ func (o *runOptions) openSession(ctx context.Context, c *coordinator.Coordinator
 		}
 		ttl = p.Spec.SeatTTL()
 	}
-	s, err := coordinator.NewSession(ctx, c.Client(), coordinator.WithTTL(ttl))
+	s, err := o.newSession(ctx, c.Client(), ttl)
 	return s, timeoutErr(ctx, err)
+}
+
+// newSession grants run's session: its deadline is followed for the
+// command's guard (run_deadline.go), which hold needs.
+func (o *runOptions) newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*coordinator.Session, error) {
+	o.deadlines = newDeadlineFeed()
+	return coordinator.NewSession(ctx, cli, coordinator.WithTTL(ttl), coordinator.WithDeadlineMoved(o.deadlines.set))
 }
 
 // closeSession revokes the lease, deleting anything still bound to it.

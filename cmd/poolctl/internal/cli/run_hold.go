@@ -42,6 +42,7 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		return startError(o.Argv[0], err)
 	}
 	defer grp.close()
+	defer o.deadlines.follow(grp, sess, o.KillGrace)()
 	defer o.refuseSuspend()()
 	o.logf("started %s (%s)", o.Argv[0], grp.describe())
 	restore := o.g.sigs.take(grp.signal)
@@ -54,6 +55,9 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 	select {
 	case <-grp.exited:
 		how := grp.stop(o.KillGrace, lossCut(cl, sess, o.KillGrace)) // whatever the command left running
+		if grp.expiredAtDeadline() {
+			return o.expired(cl, sess, how)
+		}
 		if lost := cl.Err(); lost != nil {
 			return o.lost(cl, sess, lost, "the command exited meanwhile")
 		}
@@ -71,8 +75,34 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 	case <-lost:
 		why := cl.Err()
 		how := grp.stop(lossGrace(why, sess, o.KillGrace), lossCut(cl, sess, o.KillGrace))
+		if grp.expiredAtDeadline() {
+			how = guardStopped + how
+		}
 		return o.lost(cl, sess, why, how)
 	}
+}
+
+// guardStopped says that the guard stopped the command at the session's
+// deadline, poolctl having sent it no later one.
+const guardStopped = "poolctl extended its session by no keepalive before the deadline (it was stopped or hung), so its guard stopped the command then; "
+
+// expired reports a command that the guard stopped at the session's
+// deadline. The session ends at once, its deadline passed, and the seat
+// with it; unless poolctl moved the deadline just before and told the
+// guard too late (a keepalive answered at the last moment): the seat is
+// then still held, and is released.
+func (o *runOptions) expired(cl *coordinator.Claim, sess *coordinator.Session, how string) error {
+	if !time.Now().Before(sess.Deadline()) {
+		select {
+		case <-cl.Done(): // the session's watchdog ends it, and the claim
+		case <-time.After(sess.Margin()):
+		}
+	}
+	if why := cl.Err(); why != nil {
+		return o.lost(cl, sess, why, guardStopped+how)
+	}
+	o.release(cl)
+	return fmt.Errorf("the command's guard stopped it at the session's deadline, which poolctl extended too late to tell it (%s); the seat was released", how)
 }
 
 // lossCut sends the grace that each loss leaves a command whose grace

@@ -298,7 +298,12 @@ func TestRunHoldSeesLossAtOnce(t *testing.T) {
 			px := etcdtest.NewProxy(t, h.eps)
 			pcli := testkit.Client(t, px.URL())
 			pc := testkit.Coordinator(t, pcli)
-			sess, err := coordinator.NewSession(ctx, pcli, coordinator.WithTTL(2*time.Second))
+			dir, inv := t.TempDir(), newInvocation()
+			inv.vars["D"] = dir
+			sigs := newSignalRouter(inv.env)
+			defer sigs.stop()
+			o := &runOptions{g: &globalOptions{env: inv.env, sigs: sigs, CommandTimeout: 5 * time.Second}, Pool: "p", KillGrace: 300 * time.Millisecond}
+			sess, err := o.newSession(ctx, pcli, 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,11 +316,6 @@ func TestRunHoldSeesLossAtOnce(t *testing.T) {
 			if late {
 				<-sess.Done()
 			}
-			dir, inv := t.TempDir(), newInvocation()
-			inv.vars["D"] = dir
-			sigs := newSignalRouter(inv.env)
-			defer sigs.stop()
-			o := &runOptions{g: &globalOptions{env: inv.env, sigs: sigs, CommandTimeout: 5 * time.Second}, Pool: "p", KillGrace: 300 * time.Millisecond}
 			o.Argv = []string{"sh", "-c", `touch "$D/started"; trap 'exit 143' TERM; while :; do sleep 0.05; done`}
 			o.path, _ = lookCommand("sh")
 			in, _ := cl.Instance()
@@ -348,7 +348,12 @@ func TestRunInstanceLossBeforeStartRecordsIt(t *testing.T) {
 	}
 	events := h.c.Watch(ctx, "p")
 	pc := testkit.Coordinator(t, h.cli, coordinator.WithInstanceGoneHold(-1)) // as Run's
-	sess, err := coordinator.NewSession(ctx, h.cli, coordinator.WithTTL(5*time.Second))
+	dir, inv := t.TempDir(), newInvocation()
+	inv.vars["D"] = dir
+	sigs := newSignalRouter(inv.env)
+	defer sigs.stop()
+	o := &runOptions{g: &globalOptions{env: inv.env, sigs: sigs, CommandTimeout: 5 * time.Second}, Pool: "p", KillGrace: 300 * time.Millisecond}
+	sess, err := o.newSession(ctx, h.cli, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,11 +366,6 @@ func TestRunInstanceLossBeforeStartRecordsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	dir, inv := t.TempDir(), newInvocation()
-	inv.vars["D"] = dir
-	sigs := newSignalRouter(inv.env)
-	defer sigs.stop()
-	o := &runOptions{g: &globalOptions{env: inv.env, sigs: sigs, CommandTimeout: 5 * time.Second}, Pool: "p", KillGrace: 300 * time.Millisecond}
 	o.Argv = []string{"sh", "-c", `touch "$D/started"`}
 	o.path, _ = lookCommand("sh")
 	in, _ := cl.Instance()

@@ -42,8 +42,8 @@ func (o *runOptions) completeDrainSignal() error {
 // does not bring SIGTTIN and SIGTTOU back to their defaults, which Go
 // cannot do for a signal it was told to ignore: a later command of the same
 // process would inherit them ignored. poolctl runs one command per
-// process; tests run several.) SIGSTOP cannot be caught (README, Known
-// limits).
+// process; tests run several.) SIGSTOP cannot be caught: on Linux the
+// guard stops the command by the session's deadline then (run_deadline.go).
 func (o *runOptions) refuseSuspend() (restore func()) {
 	tstp := make(chan os.Signal, 1)
 	o.g.env.Notify(tstp, syscall.SIGTSTP)
