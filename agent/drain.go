@@ -29,8 +29,11 @@ func (a *Agent) drain(sess *coordinator.Session) {
 	log := a.o.log.With("lease", leaseHex(sess.Lease()))
 	log.Info("draining", "instances", len(a.cfg.Instances), "timeout", a.cfg.DrainTimeout.D())
 	a.eachInstance(func(in config.Instance) { a.markDraining(log, sess, in) })
-	if held := a.awaitIdle(sess); held > 0 {
+	switch held := a.awaitIdle(sess); {
+	case held > 0:
 		log.Warn("drain timeout passed with seats held; their holders will see their instance gone", "held", held)
+	case held < 0:
+		log.Warn("drain timeout passed, and the seats held could not be counted; any holders will see their instance gone")
 	}
 	a.eachInstance(func(in config.Instance) {
 		if sess.Err() != nil {
@@ -102,8 +105,12 @@ func (a *Agent) leftAlone(log *slog.Logger, in config.Instance, err error) bool 
 
 // awaitIdle polls until no seat is held on the instances this agent still
 // holds, the drain timeout passes or the session is lost, and returns the
-// seats still held (-1 when unknown).
+// seats still held (-1 when unknown). A drain timeout of 0 (poolagent dev)
+// waits for nothing, and counts nothing.
 func (a *Agent) awaitIdle(sess *coordinator.Session) int {
+	if a.cfg.DrainTimeout.D() <= 0 {
+		return 0
+	}
 	deadline := time.Now().Add(a.cfg.DrainTimeout.D())
 	for {
 		held := a.heldSeats(sess, deadline)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,101 @@ func TestDrainBoundedWithEtcdUnreachable(t *testing.T) {
 	// each but the drain timeout, and a poll that began before it ended.
 	if took, bound := time.Since(start), cfg.DrainTimeout.D()+4*2*time.Second; took > bound {
 		t.Errorf("drain of %d instances with etcd unreachable took %v; want at most %v", len(ins), took, bound)
+	}
+}
+
+// TestReadDeniedStops: the agent's read permission on its pool is taken
+// away while it runs, so every owner check is refused for good. It must
+// stop with that refusal, draining first, as on a refused write; not
+// retry for ever while /readyz says it keeps its instances registered.
+// Found by a review (2026-12-05).
+func TestReadDeniedStops(t *testing.T) {
+	c, cli, _ := setup(t)
+	root := etcdtest.EnableAuth(t, cli)
+	rco := testkit.Coordinator(t, root)
+	testkit.CreatePool(t, rco, "p", coordinator.PoolSpec{Capacity: 2})
+	pre := coordinator.DefaultPrefix
+	etcdtest.AddPrefixRole(t, root, "r-all", pre, clientv3.PermissionType(clientv3.PermRead))
+	etcdtest.AddPrefixRole(t, root, "w-p", pre+"/pools/p/", clientv3.PermissionType(clientv3.PermWrite))
+	etcdtest.AddUser(t, root, "agent", "pw", "r-all", "w-p")
+	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	cfg.Pools = nil
+	cfg.DrainTimeout, cfg.TTL = config.Duration(time.Second), config.Duration(10*time.Second)
+	a := New(aco, cfg, WithPollInterval(50*time.Millisecond), WithOwnerCheckInterval(100*time.Millisecond))
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { done <- a.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	rctx, rcancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer rcancel()
+	if _, err := root.UserRevokeRole(rctx, "agent", "r-all"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "read") {
+			t.Errorf("Run: %v; want the read's refusal", err)
+		}
+	case <-time.After(8 * time.Second):
+		st := a.Status()
+		t.Errorf("8 s after its read permission went, Run still runs (registered %v)", st.Registered)
+	}
+}
+
+// TestAuthFailedStops: the agent's etcd user is deleted while it runs,
+// then its lease is lost: granting a new one fails with "authentication
+// failed", for good. Run must stop with that error, not retry for ever.
+// Found by a review (2026-12-05): openSession retried it.
+func TestAuthFailedStops(t *testing.T) {
+	c, cli, _ := setup(t)
+	root := etcdtest.EnableAuth(t, cli)
+	rco := testkit.Coordinator(t, root)
+	testkit.CreatePool(t, rco, "p", coordinator.PoolSpec{Capacity: 2})
+	etcdtest.AddPrefixRole(t, root, "rw", coordinator.DefaultPrefix, clientv3.PermissionType(clientv3.PermReadWrite))
+	etcdtest.AddUser(t, root, "agent", "pw", "rw")
+	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	cfg.Pools = nil
+	cfg.DrainTimeout = config.Duration(time.Second)
+	a := New(aco, cfg, WithPollInterval(50*time.Millisecond))
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { done <- a.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	rctx, rcancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer rcancel()
+	if _, err := root.UserDelete(rctx, "agent"); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Revoke(t, root, a.Status().Lease)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "authentication failed") {
+			t.Errorf("Run: %v; want the authentication failure", err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Error("8 s after its user was deleted and its lease lost, Run still runs")
+	}
+}
+
+// TestZeroDrainTimeoutNoSpuriousWarning: poolagent dev runs its agent
+// with a drain timeout of 0 (Ctrl-C deregisters at once). Its drain must
+// not warn that it cannot list seats while etcd answers: it read them with
+// a deadline already passed. Found by a review (2026-12-05).
+func TestZeroDrainTimeoutNoSpuriousWarning(t *testing.T) {
+	_, _, co := setup(t)
+	var buf testkit.SyncBuffer
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	cfg.DrainTimeout = 0
+	a, stop := startAgent(t, co, "test", cfg, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "level=WARN") {
+		t.Errorf("a drain with etcd up warned:\n%s", buf.String())
 	}
 }

@@ -77,7 +77,9 @@ func (a *Agent) hold(ctx context.Context, sess *coordinator.Session) error {
 				return nil
 			}
 			var err error
-			pending = a.reconcile(ctx, sess, check, pending)
+			if pending, err = a.reconcile(ctx, sess, check, pending); err != nil {
+				return err
+			}
 			if pending, err = a.register(ctx, sess, pending); err != nil {
 				return err
 			}
@@ -150,8 +152,11 @@ func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in c
 // reconcile reads the agent's instances in each pool in check and returns
 // pending plus those that are missing or still bound to an earlier lease
 // of this agent; those another agent holds are recorded. A pool whose
-// instances cannot all be read stays in check.
-func (a *Agent) reconcile(ctx context.Context, sess *coordinator.Session, check map[string]bool, pending []config.Instance) []config.Instance {
+// instances cannot all be read stays in check. A read etcd refuses for
+// good (permission denied) is an error: an agent that cannot see its
+// instances can tell neither their deletion nor their takeover, and must
+// not say it keeps them registered.
+func (a *Agent) reconcile(ctx context.Context, sess *coordinator.Session, check map[string]bool, pending []config.Instance) ([]config.Instance, error) {
 	for pool := range check {
 		ok := true
 		for _, in := range a.cfg.Instances {
@@ -160,6 +165,10 @@ func (a *Agent) reconcile(ctx context.Context, sess *coordinator.Session, check 
 				continue
 			}
 			again, err := a.needsRegistering(ctx, sess, in)
+			if etcdclient.IsPermanent(err) {
+				return pending, fmt.Errorf("agent: read instance %q of pool %q: %w", in.ID, in.Pool,
+					etcdclient.Op("read", coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegInstances)+in.ID, err))
+			}
 			if err != nil {
 				a.o.log.Warn("cannot read instance; retrying", "pool", pool, "instance", in.ID, "err", err)
 				ok = false
@@ -172,7 +181,7 @@ func (a *Agent) reconcile(ctx context.Context, sess *coordinator.Session, check 
 			delete(check, pool)
 		}
 	}
-	return pending
+	return pending, nil
 }
 
 // needsRegistering reads in and reports whether it must be registered

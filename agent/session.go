@@ -9,12 +9,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
 // openSession grants a lease of ttl, retrying with backoff while etcd
 // cannot be reached, until ctx ends; then it returns the last error. An
-// invalid TTL is returned at once. Each failed keepalive of the session is
+// invalid TTL, and a refusal that retrying cannot pass (authentication
+// failed, say: the agent's user deleted), are returned at once. Each failed keepalive of the session is
 // logged at debug level and reported to the keepalive-failure hook.
 func (o options) openSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*coordinator.Session, error) {
 	onFailure := func(err error) {
@@ -27,7 +29,7 @@ func (o options) openSession(ctx context.Context, cli *clientv3.Client, ttl time
 		defer cancel()
 		var err error
 		sess, err = coordinator.NewSession(rctx, cli, coordinator.WithTTL(ttl), coordinator.WithKeepAliveFailure(onFailure))
-		if errors.Is(err, coordinator.ErrInvalid) {
+		if errors.Is(err, coordinator.ErrInvalid) || etcdclient.IsPermanent(err) {
 			return retry.Permanent(err)
 		}
 		return err
