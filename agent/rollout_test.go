@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -336,5 +337,79 @@ func TestAgentStartedAfterStopMarkTakesOver(t *testing.T) {
 	claimKept(t, co, cl, "after the take-over")
 	if err := cl.Release(ctx); err != nil { // else a's drain waits for it
 		t.Fatal(err)
+	}
+}
+
+// TestRestartKeepsOperatorDrain: an operator drains i1 (poolctl drain);
+// its agent then crashes and is restarted (the same name) while the old
+// lease still lives. The restarted agent takes the key over from its
+// earlier run, and must keep the operator's drain: no new claim may land
+// on i1. Found by a review (2026-12-05): it wrote i1 ready.
+func TestRestartKeepsOperatorDrain(t *testing.T) {
+	_, cli, co := setup(t)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	earlier := testkit.Session(t, cli, 10*time.Second) // the crashed run's lease
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer cancel()
+	if _, err := co.RegisterInstance(ctx, "p", earlier.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil { // poolctl drain p i1
+		t.Fatal(err)
+	}
+	a, _ := startAgent(t, co, "test", agentConfig(config.Instance{Pool: "p", ID: "i1"}))
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	in := instanceMap(t, co)["i1"]
+	if in.State != coordinator.InstanceDraining || in.Lease != a.Status().Lease {
+		t.Errorf("after the agent's restart i1 is %q under lease %x (the agent's: %x), want draining under the agent's: the operator's drain was undone",
+			in.State, in.Lease, a.Status().Lease)
+	}
+	if cl, err := co.Claim(ctx, testkit.Session(t, cli, 2*time.Second), "p", coordinator.WithInstance("i1")); err == nil {
+		t.Errorf("a new claim landed on the operator-drained instance i1: seat %d token %d", cl.Seat(), cl.Token())
+	}
+}
+
+// TestLeaseLossKeepsOperatorDrain: an operator drains i1; the agent is
+// then cut off from etcd past its session's local deadline while its
+// lease lives on (kept alive from elsewhere here, as a partition shorter
+// than the TTL plus the margin leaves it, or a leader change's lease
+// refresh). Healed, the agent opens a new session and takes i1 over from
+// its earlier lease; the operator's drain must survive. Found by a review
+// (2026-12-05).
+func TestLeaseLossKeepsOperatorDrain(t *testing.T) {
+	c, cli, co := setup(t)
+	px := etcdtest.NewProxy(t, c.Endpoint(0))
+	aco := testkit.Coordinator(t, testkit.Client(t, px.URL()))
+	a, _ := startAgent(t, aco, "test", agentConfig(config.Instance{Pool: "p", ID: "i1"}))
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	old := a.Status().Lease
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := co.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil { // poolctl drain p i1
+		t.Fatal(err)
+	}
+	px.Blackhole()
+	stopKA, kaDone := make(chan struct{}), make(chan struct{})
+	go func() { // the old lease stays alive on the server
+		defer close(kaDone)
+		for {
+			_, _ = cli.KeepAliveOnce(ctx, old)
+			select {
+			case <-stopKA:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	testkit.Eventually(t, 10*time.Second, "the agent's session to end", func() bool { return !a.Status().LeaseAlive })
+	px.Restore()
+	testkit.Eventually(t, 10*time.Second, "registered under a new lease", func() bool {
+		st := a.Status()
+		return st.Registered && st.LeaseAlive && st.Lease != old
+	})
+	close(stopKA)
+	<-kaDone
+	if in := instanceMap(t, co)["i1"]; in.State != coordinator.InstanceDraining || in.Lease == old {
+		t.Errorf("after the agent's lease loss i1 is %q under lease %x (old %x), want draining under the new one: the operator's drain was undone", in.State, in.Lease, old)
 	}
 }

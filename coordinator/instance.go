@@ -28,6 +28,9 @@ type InstanceOwnedError struct {
 	// Stopping is the registration's AgentStopping: its agent drains it
 	// to stop.
 	Stopping bool
+	// Drained says an operator drained the instance (draining, not by
+	// its agent stopping: poolctl drain): TakeOverInstance keeps it so.
+	Drained bool
 	// Revision is the key's mod revision as read, 0 when not known.
 	// TakeOverInstance takes the key over only while it is unchanged.
 	Revision int64
@@ -90,12 +93,19 @@ func (c *Coordinator) RegisterInstance(ctx context.Context, pool string, lease c
 // agent of from.Owner can no longer change or delete it through the
 // *IfOwner calls. So a takeover decided on what the key said (its agent
 // stopping, say) never overwrites a write made since, such as an
-// operator's drain. It returns an *InstanceOwnedError when the key is
+// operator's drain. An operator's drain that from read (from.Drained,
+// with from.Revision set) is kept: in is written draining, so a restarted
+// agent, or one that takes an instance over in a rollout, does not admit
+// claims to an instance an operator drained (found by a review,
+// 2026-12-05: they wrote it ready). It returns an *InstanceOwnedError when the key is
 // bound to neither from.Owner nor lease, or changed since from was read
 // (read again), and ErrInstanceNotFound when it is gone (register it).
 func (c *Coordinator) TakeOverInstance(ctx context.Context, pool string, from *InstanceOwnedError, lease clientv3.LeaseID, in Instance) (Instance, error) {
 	if from == nil {
 		return Instance{}, fmt.Errorf("%w: take over instance %q: no holder to take it from", ErrInvalid, in.ID)
+	}
+	if from.Drained && from.Revision != 0 {
+		in.State, in.Stopping = InstanceDraining, false
 	}
 	put, err := c.instancePut(pool, lease, &in)
 	if err != nil {
@@ -182,7 +192,8 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 // the refusal TakeOverInstance takes, for a caller that read the key
 // itself (an agent's owner check).
 func (in Instance) Refusal(pool string) *InstanceOwnedError {
-	return &InstanceOwnedError{Pool: pool, ID: in.ID, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping(), Revision: in.Revision}
+	return &InstanceOwnedError{Pool: pool, ID: in.ID, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping(),
+		Drained: in.State == InstanceDraining && !in.Stopping, Revision: in.Revision}
 }
 
 func isOwnedBy(err error, lease clientv3.LeaseID) bool {

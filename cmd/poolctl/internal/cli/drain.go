@@ -30,7 +30,10 @@ func newDrainCommand(g *globalOptions, state coordinator.InstanceState) *cobra.C
 		Short: "Stop admitting new claims to an instance; held seats stay",
 		Long: "Stop admitting new claims to an instance; seats already held on it stay.\n" +
 			"With --wait, wait until no seat is held on it (exit 6 if seats are still\n" +
-			"held after --timeout; the instance stays draining either way).",
+			"held after --timeout; the instance stays draining either way).\n\n" +
+			"The drain lasts as long as the instance's registration: an agent that\n" +
+			"restarts, or takes the instance over, keeps it draining, but one whose\n" +
+			"lease ended (stopped, or cut off past its TTL) registers it ready again.",
 		Example:           "  poolctl drain demo demo-1\n  poolctl drain demo demo-1 --wait --timeout 5m",
 		Args:              exactArgs("POOL", "INSTANCE"),
 		RunE:              runE(o),
