@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,7 +30,9 @@ import (
 //     sidecar.appStopWithin): revoke the old lease, which
 //     frees at once whatever is still bound to it (a queue entry that would
 //     otherwise stand in line until its TTL, a seat granted just before the
-//     crash), and claim afresh, at the back of the queue.
+//     crash), and claim afresh, at the back of the queue. A seat the
+//     previous run held is first written lost in the seat file, and its
+//     lease kept alive while the app stops (notResumed).
 //
 // The state file is written before the seat file says "held", and the lease
 // is recorded before the claim is sent, so a crash at any point leaves
@@ -96,25 +100,56 @@ func (s *Sidecar) resume(ctx context.Context) (*coordinator.Session, *coordinato
 	}
 	lease := clientv3.LeaseID(st.Lease)
 	log := s.o.log.With("pool", st.Pool, "lease", leaseHex(lease), "seat", st.Seat, "token", st.Token)
-	if st.State == StateHeld && st.Pool == s.cfg.Pool {
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.TTL.D())
-		sess, cl, err := s.adopt(rctx, lease, st)
-		cancel()
-		if err == nil {
-			log.Info("seat resumed after a restart")
-			return sess, cl
-		}
-		log.Info("cannot resume the previous seat; claiming afresh", "err", err)
-	} else {
+	if st.State != StateHeld {
 		log.Info("previous run held no seat; revoking its lease and claiming afresh", "state", st.State)
+		s.revoke(lease)
+		s.dropState()
+		return nil, nil
 	}
-	s.revoke(lease)
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.TTL.D())
+	sess, cl, err := s.adopt(rctx, lease, st)
+	cancel()
+	if err == nil {
+		log.Info("seat resumed after a restart")
+		return sess, cl
+	}
+	log.Info("cannot resume the previous seat; claiming afresh", "err", err)
+	s.notResumed(st, sess, err)
 	s.dropState()
 	return nil, nil
 }
 
+// notResumed ends the previous run's seat, which could not be taken back
+// (err), while its app may still run on it: the seat file, which still
+// says held, is rewritten as lost first; then, if the old lease lives
+// (sess, resumed) and the seat may still be bound to it, the lease is kept
+// alive the loss grace, and at least AppStopWithin, as after a loss (lose),
+// before it is revoked, which frees the seat. Without a session the lease
+// could not be resumed within a TTL: it is revoked at once, if etcd
+// answers. Found by a review (2026-12-05): the lease was revoked first,
+// and a waiter was granted the seat while this pod's seat file said held.
+func (s *Sidecar) notResumed(st resumeState, sess *coordinator.Session, err error) {
+	rec := SeatRecord{State: StateLost, Pool: st.Pool, Seat: st.Seat, Token: st.Token, Lease: leaseHex(clientv3.LeaseID(st.Lease)),
+		Holder: s.cfg.Holder, Reason: coordinator.LossReason(err), Error: "not resumed after a restart: " + err.Error(), UpdatedAt: time.Now().UTC()}
+	if werr := s.file.Write(rec); werr != nil {
+		s.o.log.Error("cannot write seat file", "path", s.file.JSONPath, "err", werr)
+	}
+	if sess == nil {
+		s.revoke(clientv3.LeaseID(st.Lease))
+		return
+	}
+	if !errors.Is(err, coordinator.ErrNotHeld) && !errors.Is(err, coordinator.ErrStaleToken) { // it may still hold the seat
+		select {
+		case <-sess.Done():
+		case <-time.After(max(s.cfg.LossGrace.D(), s.cfg.AppStopWithin.D())):
+		}
+	}
+	s.o.closeSession(sess)
+}
+
 // adopt resumes lease and adopts the seat of st, retrying what may be
-// transient until ctx ends.
+// transient until ctx ends. When it fails after resuming the lease, it
+// returns the session too, still live: the caller ends it (notResumed).
 func (s *Sidecar) adopt(ctx context.Context, lease clientv3.LeaseID, st resumeState) (*coordinator.Session, *coordinator.Claim, error) {
 	onFailure := func(err error) {
 		s.o.log.Debug("keepalive failed", "err", err)
@@ -128,9 +163,11 @@ func (s *Sidecar) adopt(ctx context.Context, lease clientv3.LeaseID, st resumeSt
 	if err != nil {
 		return nil, nil, err
 	}
+	if st.Pool != s.cfg.Pool { // the config changed since the seat was claimed
+		return sess, nil, fmt.Errorf("the previous run held a seat of pool %q, not %q", st.Pool, s.cfg.Pool)
+	}
 	if err := s.leaseFits(sess); err != nil { // the config changed since the lease was granted
-		s.o.closeSession(sess)
-		return nil, nil, err
+		return sess, nil, err
 	}
 	var cl *coordinator.Claim
 	err = s.retry(ctx, func(rctx context.Context) (err error) {
@@ -138,8 +175,7 @@ func (s *Sidecar) adopt(ctx context.Context, lease clientv3.LeaseID, st resumeSt
 		return err
 	})
 	if err != nil {
-		s.o.closeSession(sess)
-		return nil, nil, err
+		return sess, nil, err
 	}
 	return sess, cl, nil
 }

@@ -389,3 +389,54 @@ func poolWithBot(t *testing.T) (context.Context, *clientv3.Client, *coordinator.
 	}
 	return ctx, cli, co, agent
 }
+
+// TestSidecarFailedResumeTellsAppFirst: a sidecar crashed holding the only
+// seat (its seat file says held; its app may run) and is restarted with a
+// configuration that makes it claim afresh (the lease's TTL now too short
+// for appStopWithin), while a waiter queues. When the waiter is granted the
+// seat, this pod's seat file must no longer say held, and the seat must
+// have stayed held appStopWithin after the file said lost. Found by a
+// review (2026-12-05): the old lease was revoked first, and the waiter got
+// the seat at once while the file still said held.
+func TestSidecarFailedResumeTellsAppFirst(t *testing.T) {
+	_, cli, co := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	cfg := sidecarConfig(t)
+	old := crashedRun(t, cli, co, cfg, 2*time.Second, StateHeld)
+	file := SeatFile{JSONPath: cfg.SeatFile, EnvPath: cfg.EnvPath()}
+	if err := file.Write(SeatRecord{State: StateHeld, Pool: "p", Seat: old.Seat(), Token: old.Token(), Lease: leaseHex(old.Lease())}); err != nil {
+		t.Fatal(err)
+	}
+	wco := testkit.Coordinator(t, testkit.Client(t, cli.Endpoints()...))
+	type res struct {
+		rec SeatRecord
+		at  time.Time
+		err error
+	}
+	granted := make(chan res, 1)
+	go func() {
+		_, err := wco.Claim(ctx, testkit.Session(t, cli, 5*time.Second), "p", coordinator.WithWait(), coordinator.WithHolder("waiter"))
+		at := time.Now()
+		rec, rerr := ReadSeatFile(cfg.SeatFile)
+		granted <- res{rec, at, errors.Join(err, rerr)}
+	}()
+	testkit.Eventually(t, 5*time.Second, "the waiter queued", func() bool {
+		q, err := co.Queue(ctx, "p")
+		return err == nil && len(q) == 1
+	})
+	cfg.TTL, cfg.AppStopWithin = config.Duration(4*time.Second), config.Duration(1500*time.Millisecond)
+	started := time.Now()
+	runSidecar(t, NewSidecar(co, cfg))
+	r := <-granted
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rec.State == StateHeld && r.rec.Token == old.Token() {
+		t.Errorf("the waiter was granted the seat while this pod's seat file still said %q with token %d", r.rec.State, r.rec.Token)
+	}
+	if took := r.at.Sub(started); took < cfg.AppStopWithin.D() {
+		t.Errorf("the waiter was granted the seat %v after the restart, before appStopWithin %v", took, cfg.AppStopWithin)
+	}
+}
