@@ -104,6 +104,17 @@ type Config struct {
 	doc *yamlDoc
 }
 
+// SetOrigin records that name, a flag or variable, set field (a dotted
+// path such as "agent.ttl" or "agent.instances[0].seats"), so that an
+// error about that field names it instead. For a command that fills a
+// Config from flags of its own (poolagent dev).
+func (c *Config) SetOrigin(field, name string) {
+	if c.origin == nil {
+		c.origin = map[string]string{}
+	}
+	c.origin[field] = name
+}
+
 // locate points err, when it is a FieldError about a field, at what set
 // that field: the flag or variable (named instead of the field), or the
 // file's line.

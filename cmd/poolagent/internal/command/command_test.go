@@ -55,8 +55,29 @@ func TestExecuteInProcess(t *testing.T) {
 	if code, _, errs := execute("sidecar", "--pool", "p", "--ttl", "1s"); code != ExitUsage || !strings.Contains(errs, "config: --ttl: 1s is outside") {
 		t.Errorf("sidecar --ttl 1s: code %d, stderr %s", code, errs)
 	}
-	if code, _, errs := execute("dev", "--capacity", "0", "--data-dir", t.TempDir()); code != ExitUsage || !strings.Contains(errs, "agent.pools[0]: coordinator: invalid argument: capacity 0") {
+	if code, _, errs := execute("dev", "--capacity", "0", "--data-dir", t.TempDir()); code != ExitUsage || !strings.Contains(errs, "config: --capacity: coordinator: invalid argument: capacity 0") {
 		t.Errorf("dev --capacity 0: code %d, stderr %s", code, errs)
+	}
+}
+
+// TestDevFlagErrorsNameTheFlag: an error about a value dev's own flags set
+// names the flag, as serve's do (README, Configuration), not the config
+// field the user never wrote. Found by a review (2026-12-05).
+func TestDevFlagErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"dev", "--ttl", "1s"}, "config: --ttl: "},
+		{[]string{"dev", "--instances", "0"}, "config: --instances: "},
+		{[]string{"dev", "--log-level", "verbose"}, "config: --log-level: "},
+		{[]string{"dev", "--seats", "-1"}, "config: --seats: "},
+		{[]string{"dev", "--pool", "a b"}, "config: --pool: "},
+	} {
+		code, _, errs := execute(append(tc.args, "--data-dir", t.TempDir())...)
+		if code != ExitUsage || !strings.Contains(errs, tc.flag) {
+			t.Errorf("%v: exit %d, stderr %q: want exit 2 naming %s", tc.args, code, strings.TrimSpace(strings.Split(errs, "\n")[0]), tc.flag)
+		}
 	}
 }
 

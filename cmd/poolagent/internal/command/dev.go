@@ -95,20 +95,43 @@ func (o *DevOptions) Config() (config.Config, error) {
 		}
 	} else {
 		cfg.Agent.Pools = []config.Pool{{Name: o.Pool, Capacity: o.Capacity}}
+		cfg.SetOrigin("agent.pools[0]", o.poolFlags())
+		cfg.SetOrigin("agent.pools[0].name", "--pool")
+		cfg.SetOrigin("agent.instances", "--instances")
 		for i := range o.Instances {
 			cfg.Agent.Instances = append(cfg.Agent.Instances, config.Instance{
 				Pool: o.Pool, ID: fmt.Sprintf("%s-%d", o.Pool, i), Address: fmt.Sprintf("127.0.0.1:%d", 9000+i),
 				Labels: map[string]string{"slot": fmt.Sprint(i % 2)}, Seats: o.Seats,
 			})
+			for _, f := range []string{"pool", "id"} {
+				cfg.SetOrigin(fmt.Sprintf("agent.instances[%d].%s", i, f), "--pool")
+			}
+			cfg.SetOrigin(fmt.Sprintf("agent.instances[%d].seats", i), "--seats")
 		}
 	}
 	cfg.Etcd.Endpoints = []string{"http://" + o.ClientAddr}
 	cfg.Agent.Listen, cfg.Agent.TTL, cfg.Agent.DrainTimeout = o.Listen, config.Duration(o.TTL), 0
 	cfg.Log.Level = o.LogLevel
+	for field, flag := range map[string]string{"agent.listen": "--listen", "agent.ttl": "--ttl", "log.level": "--log-level"} {
+		cfg.SetOrigin(field, flag)
+	}
 	if cfg.API.Listen == "" || o.flags.Changed("api-listen") {
 		cfg.API.Listen = o.APIListen // a config file may set its own api section
+		cfg.SetOrigin("api.listen", "--api-listen")
 	}
 	return cfg, cfg.ValidateServe()
+}
+
+// poolFlags names the flags the demo pool came from, for its errors:
+// the one the user set, or both.
+func (o *DevOptions) poolFlags() string {
+	switch pool, capacity := o.flags.Changed("pool"), o.flags.Changed("capacity"); {
+	case capacity && !pool:
+		return "--capacity"
+	case pool && !capacity:
+		return "--pool"
+	}
+	return "--pool/--capacity"
 }
 
 func noEnv(string) (string, bool) { return "", false }
