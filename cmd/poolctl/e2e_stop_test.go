@@ -87,21 +87,7 @@ func (e *env) stopOnce(t *testing.T, c *coordinator.Coordinator, trial int) (kil
 	}
 	stopped := time.Now()
 	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
-	for {
-		gone := testkit.PidGone(pids["leader"]) && testkit.PidGone(pids["child"])
-		if gone {
-			break
-		}
-		if exists(next) {
-			t.Fatalf("the seat went to the waiter %v after SIGSTOP of poolctl, while the stopped run's command still ran (leader gone: %v, child gone: %v)",
-				time.Since(stopped).Round(time.Millisecond), testkit.PidGone(pids["leader"]), testkit.PidGone(pids["child"]))
-		}
-		if time.Since(stopped) > 15*time.Second {
-			t.Fatal("15 s after SIGSTOP of poolctl, its command still runs")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	took := time.Since(stopped)
+	took := treeGoneFirst(t, stopped, next, pids["leader"], pids["child"])
 	// The tree is gone. The seat must still be the stopped run's: else it
 	// could have been granted while the tree ran.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -125,8 +111,148 @@ func (e *env) stopOnce(t *testing.T, c *coordinator.Coordinator, trial int) (kil
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.exit(t); code != 7 || !strings.Contains(p.stderr(), "its guard stopped the command") {
-		t.Errorf("the resumed run exited %d (want 7, saying its guard stopped the command): %s", code, p.stderr())
+	if code := p.exit(t); code != 7 || !strings.Contains(p.stderr(), "stopped or hung") || !strings.Contains(p.stderr(), "sent SIGKILL") {
+		t.Errorf("the resumed run exited %d (want 7, saying it was stopped and its guard sent SIGKILL): %s", code, p.stderr())
 	}
 	return took, slack
+}
+
+// sigstopAtStart stops poolctl as it starts its guard, before the guard
+// has started the command. The guard must have the session's deadline all
+// the same: it was told it before it started. Found by a review
+// (2026-12-05): the first deadline went after the guard's handshake, and a
+// command started in that window ran on after its seat went to a waiter.
+func (e *env) sigstopAtStart(t *testing.T) {
+	e.ok("pool", "create", "stopstart", "--capacity", "1", "--ttl", "2s")
+	dir := t.TempDir()
+	p := e.start(t, dir, "s", "run", "stopstart", "--holder", "first", "--", "sh", "-c",
+		`exec 2>/dev/null; trap '' TERM; echo $$ > "$D/leader.pid"; while :; do sleep 0.05; done`)
+	pid := p.cmd.Process.Pid
+	for deadline := time.Now().Add(20 * time.Second); !liveChild(pid); { // the guard is forked once the seat is granted
+		if time.Now().After(deadline) {
+			t.Fatal("poolctl forked no guard")
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	leaderPid := filepath.Join(dir, "leader.pid")
+	testkit.Eventually(t, 5*time.Second, "the guard to start the command", func() bool { return exists(leaderPid) })
+	leader := readPid(t, leaderPid)
+	t.Cleanup(func() { _ = syscall.Kill(leader, syscall.SIGKILL) })
+	next := filepath.Join(dir, "next.started")
+	w := e.start(t, dir, "w", "run", "stopstart", "--holder", "next", "--wait", "60s", "--", "sh", "-c", `touch "$D/next.started"`)
+	treeGoneFirst(t, stopped, next, leader)
+	testkit.Eventually(t, 15*time.Second, "the waiter to get the seat", func() bool { return exists(next) })
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	if code := w.exit(t); code != 0 {
+		t.Errorf("the waiting run exited %d: %s", code, w.stderr())
+	}
+	if code := p.exit(t); code != 7 {
+		t.Errorf("the resumed run exited %d (want 7): %s", code, p.stderr())
+	}
+}
+
+// liveChild reports whether pid has a child that is not a zombie.
+func liveChild(pid int) bool {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, c := range strings.Fields(string(b)) {
+			if n, _ := strconv.Atoi(c); !testkit.PidGone(n) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sigstopInGrace stops poolctl while a grace of --kill-grace 60s runs:
+// after the command exited leaving a child that ignores SIGTERM, or after
+// the seat's instance went (the seat held until the command is gone). The
+// guard ends the tree at the session's deadline all the same, SIGKILL
+// included, before the seat goes to the waiter; resumed, run exits 7 and
+// says it sent SIGKILL. (Found by a review, 2026-12-05: run said SIGTERM.)
+func (e *env) sigstopInGrace(t *testing.T) {
+	cli := testkit.Client(t, strings.Split(e.eps, ",")...)
+	c, err := coordinator.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := testkit.Ctx(t, 60*time.Second)
+	for _, tc := range []struct{ name, script string }{
+		{"leftover after exit", `exec 2>/dev/null
+sh -c 'trap "" TERM; echo $$ > "$D/tree.pid"; while :; do sleep 0.05; done' &
+sleep 0.3`},
+		{"instance gone", `exec 2>/dev/null; trap '' TERM; echo $$ > "$D/tree.pid"; while :; do sleep 0.05; done`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := strings.ReplaceAll(tc.name, " ", "-")
+			e.ok("pool", "create", pool, "--capacity", "1", "--ttl", "2s")
+			args := []string{"run", pool, "--holder", "first", "--kill-grace", "60s"}
+			if tc.name == "instance gone" {
+				agent := testkit.Session(t, cli, 30*time.Second)
+				if _, err := c.RegisterInstance(ctx, pool, agent.Lease(), coordinator.Instance{ID: "node-1"}); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--instance", "node-1")
+			}
+			dir := t.TempDir()
+			p := e.start(t, dir, "s", append(args, "--", "sh", "-c", tc.script)...)
+			tree := readPid(t, filepath.Join(dir, "tree.pid"))
+			t.Cleanup(func() { _ = syscall.Kill(tree, syscall.SIGKILL) })
+			next := filepath.Join(dir, "next.started")
+			w := e.start(t, dir, "w", "run", pool, "--holder", "next", "--wait", "60s", "--", "sh", "-c", `touch "$D/next.started"`)
+			testkit.Eventually(t, 15*time.Second, "the waiter in line", func() bool {
+				q, err := c.Queue(ctx, pool)
+				return err == nil && len(q) == 1
+			})
+			if tc.name == "instance gone" {
+				if err := c.DeregisterInstance(ctx, pool, "node-1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(500 * time.Millisecond) // into the grace: the command exited, or its instance went
+			if exists(next) {
+				t.Fatal("the seat went to the waiter during the grace, with the tree running")
+			}
+			if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+			treeGoneFirst(t, stopped, next, tree)
+			testkit.Eventually(t, 15*time.Second, "the waiter to get the seat", func() bool { return exists(next) })
+			w.exit(t)
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			if code := p.exit(t); code != 7 || !strings.Contains(p.stderr(), "sent SIGKILL") || !strings.Contains(p.stderr(), "stopped or hung") {
+				t.Errorf("the resumed run exited %d (want 7, saying it was stopped and its guard sent SIGKILL): %s", code, p.stderr())
+			}
+		})
+	}
+}
+
+// treeGoneFirst waits, polling every 2 ms, until none of pids runs, and
+// fails if the waiter's marker file next appears first: the seat went to
+// the waiter while the stopped run's tree still ran. It returns how long
+// after stopped the tree was found gone.
+func treeGoneFirst(t *testing.T, stopped time.Time, next string, pids ...int) time.Duration {
+	t.Helper()
+	for {
+		running := slices.DeleteFunc(slices.Clone(pids), testkit.PidGone)
+		if len(running) == 0 {
+			return time.Since(stopped)
+		}
+		if exists(next) {
+			t.Fatalf("the seat went to the waiter %v after SIGSTOP of poolctl, while the stopped run's tree still ran (pids %v)",
+				time.Since(stopped).Round(time.Millisecond), running)
+		}
+		if time.Since(stopped) > 15*time.Second {
+			t.Fatalf("15 s after SIGSTOP of poolctl, its tree still runs (pids %v)", running)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

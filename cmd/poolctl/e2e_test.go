@@ -39,6 +39,8 @@ func TestE2E(t *testing.T) {
 	t.Run("Ctrl-Z does not suspend run", e.suspend)
 	if runtime.GOOS == "linux" {
 		t.Run("SIGSTOP of poolctl: the guard kills the command by the deadline", e.sigstop)
+		t.Run("SIGSTOP of poolctl as it starts the command", e.sigstopAtStart)
+		t.Run("SIGSTOP of poolctl during a grace", e.sigstopInGrace)
 	}
 }
 

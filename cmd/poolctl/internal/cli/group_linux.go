@@ -26,8 +26,9 @@ type group struct {
 	pid    int           // the command's pid and process group
 	cgDir  string        // the command's cgroup; "" for none
 	// expired is set when the guard stopped the tree at the session's
-	// deadline ("until"), poolctl having sent no later one.
-	expired atomic.Bool
+	// deadline ("until"), poolctl having sent no later one; killed when it
+	// had to send SIGKILL at the end of the grace.
+	expired, killed atomic.Bool
 }
 
 // closeWait bounds how long close waits for the guard: a process stuck in
@@ -39,7 +40,7 @@ const closeWait = 5 * time.Second
 // (/proc/self/exe, which works even if the binary was replaced meanwhile)
 // in its own process group, so that job-control signals meant for poolctl
 // do not reach it.
-func startGroup(path string, argv, env []string, in io.Reader, out, errOut io.Writer) (*group, error) {
+func startGroup(path string, argv, env []string, in io.Reader, out, errOut io.Writer, first guardDeadline) (*group, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -57,6 +58,11 @@ func startGroup(path string, argv, env []string, in io.Reader, out, errOut io.Wr
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 		WaitDelay:   time.Second,
 	}
+	// The session's deadline is in the pipe before the guard can start the
+	// command, so a poolctl stopped from here on leaves no command running
+	// past it (found by a review, 2026-12-05: the first deadline went after
+	// the guard's handshake).
+	_, _ = io.WriteString(ctlW, first.line())
 	err = cmd.Start()
 	ctlR.Close()
 	stW.Close()
@@ -113,8 +119,12 @@ func (g *group) follow(status *bufio.Scanner, stR *os.File) {
 	reported := false
 	for status.Scan() {
 		verb, arg, _ := strings.Cut(status.Text(), " ")
-		if verb == "expired" {
+		switch verb {
+		case "expired":
 			g.expired.Store(true)
+			continue
+		case "killed":
+			g.killed.Store(true)
 			continue
 		}
 		n, err := strconv.Atoi(arg)
@@ -174,16 +184,22 @@ func (g *group) terminate() { g.tell("term") }
 func (g *group) kill() { g.tell("kill") }
 
 // until tells the guard the session's local deadline: unless told a later
-// one first, it sends the tree SIGTERM then, and SIGKILL grace later
-// (guard_linux.go). The deadline is carried over to the machine's
-// monotonic clock, which the guard reads too.
-func (g *group) until(deadline time.Time, grace time.Duration) {
-	g.tell(fmt.Sprintf("until %d %d", monoNow()+int64(time.Until(deadline)), int64(grace)))
+// one first, it sends the tree SIGTERM then, and SIGKILL d.grace later
+// (guard_linux.go).
+func (g *group) until(d guardDeadline) { _, _ = io.WriteString(g.ctl, d.line()) }
+
+// line is d as the guard reads it: the deadline carried over to the
+// machine's monotonic clock, which the guard reads too.
+func (d guardDeadline) line() string {
+	return fmt.Sprintf("until %d %d\n", monoNow()+int64(time.Until(d.at)), int64(d.grace))
 }
 
 // expiredAtDeadline reports whether the guard stopped the tree at the
-// session's deadline (poolctl sent no later one: it was stopped, or hung).
+// session's deadline (poolctl sent no later one: it was stopped, or hung,
+// or its own watchdog fired at the same moment), and killedAtDeadline
+// whether it had to send SIGKILL at the end of the grace.
 func (g *group) expiredAtDeadline() bool { return g.expired.Load() }
+func (g *group) killedAtDeadline() bool  { return g.killed.Load() }
 
 // gone reports whether the leader and everything it started have ended.
 func (g *group) gone() bool {

@@ -44,8 +44,9 @@ import (
 // "until T G" (stop the tree at T, in CLOCK_MONOTONIC nanoseconds, with G
 // nanoseconds between SIGTERM and SIGKILL, unless a later "until" comes
 // first). The guard writes lines on fd 4: "pid N MODE" or "error ERRNO
-// MESSAGE" once, then "expired" if the deadline passed, and "exit N" or
-// "signal N" when the command's leader ends. It exits once no descendant
+// MESSAGE" once, then "expired" if the deadline passed (and "killed" if
+// SIGKILL followed), and "exit N" or "signal N" when the command's leader
+// ends. It exits once no descendant
 // is left, which poolctl sees as end of file on fd 4.
 
 // guardArg is the hidden first argument that makes poolctl a guard.
@@ -174,12 +175,9 @@ func (g *guard) loop(ctl <-chan string) int {
 	for {
 		select {
 		case line, ok := <-ctl:
-			if !ok {
-				ctl = nil // poolctl is gone: nothing may outlive it
-				g.kill()
-				continue
+			if !g.receive(line, ok) {
+				ctl = nil
 			}
-			g.command(line)
 		case ws := <-leader:
 			fmt.Fprintln(g.status, waitLine(ws))
 		case <-tick.C:
@@ -187,7 +185,7 @@ func (g *guard) loop(ctl <-chan string) int {
 				g.kill()
 			}
 		case <-g.expiry.C:
-			g.deadline()
+			ctl = g.deadline(ctl)
 		case <-empty:
 			select {
 			case ws := <-leader: // reaped just before the last one
@@ -198,6 +196,18 @@ func (g *guard) loop(ctl <-chan string) int {
 			return ExitOK
 		}
 	}
+}
+
+// receive handles one read of poolctl's lines: a command, or their end,
+// when poolctl is gone and nothing may outlive it. It reports whether
+// more may come.
+func (g *guard) receive(line string, ok bool) bool {
+	if !ok {
+		g.kill()
+		return false
+	}
+	g.command(line)
+	return true
 }
 
 // command runs one line from poolctl.
@@ -239,11 +249,24 @@ func (g *guard) terminate() {
 
 // deadline runs when the expiry timer fires: at the session's local
 // deadline, unless poolctl told a later one meanwhile, it tells poolctl
-// and sends SIGTERM; grace after the deadline, SIGKILL.
-func (g *guard) deadline() {
+// and sends SIGTERM; grace after the deadline, SIGKILL, and tells poolctl
+// that too. Lines poolctl wrote before the timer fired are read first: a
+// later deadline among them wins (select picks at random between a ready
+// line and the fired timer). It returns ctl, nil once it has ended.
+func (g *guard) deadline(ctl <-chan string) <-chan string {
+	for pending := true; pending && ctl != nil && !g.expired; {
+		select {
+		case line, ok := <-ctl:
+			if !g.receive(line, ok) {
+				ctl = nil
+			}
+		default:
+			pending = false
+		}
+	}
 	now := monoNow()
 	switch {
-	case now < g.until: // early: a timer's wakeup may precede the clock
+	case now < g.until: // a later deadline, or a wakeup ahead of the clock
 		g.expiry.Reset(time.Duration(g.until - now))
 	case !g.expired:
 		g.expired = true
@@ -251,8 +274,12 @@ func (g *guard) deadline() {
 		g.terminate()
 		g.expiry.Reset(time.Duration(g.until + int64(g.grace) - now))
 	default:
+		// Something of the tree outlived SIGTERM: the guard exits once
+		// nothing is left, so it would not be here.
+		fmt.Fprintln(g.status, "killed")
 		g.kill()
 	}
+	return ctl
 }
 
 // kill sends SIGKILL to the whole tree now, and again every rekillInterval

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -51,6 +52,45 @@ func TestRunStopsCgroupEscapee(t *testing.T) {
 			r := wait()
 			if !testkit.PidGone(pid) {
 				t.Errorf("run exited %d (stderr %q), but the command's descendant %d, moved to another cgroup, still runs", r.code, r.err, pid)
+			}
+		})
+	}
+}
+
+// TestRunCutOffNotBlamedOnStop: poolctl is healthy, never stopped nor
+// hung; only etcd is cut off, so its session's local deadline passes, and
+// the guard's timer and poolctl's own watchdog fire at the same moment.
+// poolctl must not say it was stopped or hung, and must say SIGKILL when
+// the command, ignoring SIGTERM, needed it. Found by a review
+// (2026-12-05): the guard usually came first, and run said so.
+func TestRunCutOffNotBlamedOnStop(t *testing.T) {
+	for _, tc := range []struct{ name, script string }{
+		{"exits on SIGTERM", `trap 'exit 143' TERM; touch "$D/ready"; while :; do sleep 0.05; done`},
+		{"ignores SIGTERM", `trap '' TERM; touch "$D/ready"; while :; do sleep 0.05; done`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.createPool("p", coordinator.PoolSpec{Capacity: 1})
+			px := etcdtest.NewProxy(t, h.eps)
+			dir, inv := t.TempDir(), newInvocation()
+			inv.vars["D"] = dir
+			done := make(chan result, 1)
+			go func() {
+				code := Main([]string{"--endpoints", px.URL(), "run", "p", "--ttl", "2s", "--", "sh", "-c", tc.script}, inv.env)
+				done <- result{code: code, out: inv.out.String(), err: inv.err.String()}
+			}()
+			waitFile(t, filepath.Join(dir, "ready"))
+			px.Blackhole()
+			r := <-done
+			px.Restore()
+			if r.code != ExitSeatLost {
+				t.Errorf("exit %d, want %d: %s", r.code, ExitSeatLost, r.err)
+			}
+			if strings.Contains(r.err, "stopped or hung") {
+				t.Errorf("poolctl was neither stopped nor hung (etcd was cut off), yet it says: %q", r.err)
+			}
+			if tc.name == "ignores SIGTERM" && !strings.Contains(r.err, "sent SIGKILL") {
+				t.Errorf("the command ignored SIGTERM and was SIGKILLed, yet run does not say so: %q", r.err)
 			}
 		})
 	}

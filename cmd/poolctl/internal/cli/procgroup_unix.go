@@ -22,7 +22,7 @@ type group struct {
 }
 
 // startGroup starts path in a new process group.
-func startGroup(path string, argv, env []string, in io.Reader, out, errOut io.Writer) (*group, error) {
+func startGroup(path string, argv, env []string, in io.Reader, out, errOut io.Writer, _ guardDeadline) (*group, error) {
 	cmd := &exec.Cmd{
 		Path: path, Args: argv, Env: env, Stdin: in, Stdout: out, Stderr: errOut,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
@@ -84,7 +84,8 @@ func (g *group) exitCode() int {
 
 // until does nothing: only Linux has a guard process to stop the command
 // at the session's deadline when poolctl cannot (README, Known limits).
-func (g *group) until(time.Time, time.Duration) {}
+func (g *group) until(guardDeadline) {}
 
-// expiredAtDeadline is false: see until.
+// expiredAtDeadline and killedAtDeadline are false: see until.
 func (g *group) expiredAtDeadline() bool { return false }
+func (g *group) killedAtDeadline() bool  { return false }

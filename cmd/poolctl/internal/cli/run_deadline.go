@@ -2,6 +2,7 @@ package cli
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -31,12 +32,25 @@ func (f *deadlineFeed) set(d time.Time) {
 	}
 }
 
+// guardDeadline is the session's local deadline as the guard is told it:
+// SIGTERM at, SIGKILL grace later, as poolctl would (lossGrace).
+type guardDeadline struct {
+	at    time.Time
+	grace time.Duration
+}
+
+// deadlineOf is sess's deadline now, with the grace a command whose run
+// uses killGrace gets past it.
+func deadlineOf(sess *coordinator.Session, killGrace time.Duration) guardDeadline {
+	return guardDeadline{at: sess.Deadline(), grace: lossGrace(coordinator.ErrLocalDeadline, sess, killGrace)}
+}
+
 // follow tells grp the session's deadline now and each time it moves,
-// with the grace a command gets past it (lossGrace), until the returned
-// func is called.
-func (f *deadlineFeed) follow(grp *group, sess *coordinator.Session, grace time.Duration) (stop func()) {
-	grace = lossGrace(coordinator.ErrLocalDeadline, sess, grace)
-	grp.until(sess.Deadline(), grace)
+// until the returned func is called. (startGroup told the guard the first
+// one.)
+func (f *deadlineFeed) follow(grp *group, sess *coordinator.Session, killGrace time.Duration) (stop func()) {
+	grace := lossGrace(coordinator.ErrLocalDeadline, sess, killGrace)
+	grp.until(deadlineOf(sess, killGrace))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -48,9 +62,34 @@ func (f *deadlineFeed) follow(grp *group, sess *coordinator.Session, grace time.
 				f.mu.Lock()
 				d := f.latest
 				f.mu.Unlock()
-				grp.until(d, grace)
+				grp.until(guardDeadline{at: d, grace: grace})
 			}
 		}
 	})
 	return func() { close(done); wg.Wait() }
+}
+
+// stoppedPastDeadline follows sess and reports, once the session has
+// ended, whether this process noticed the end well past its deadline
+// (more than half the margin): it was stopped (SIGSTOP) or hung then,
+// since the session's watchdog fires at the deadline, as when etcd is
+// only cut off. Before the session ends it reports whether the deadline
+// is that far past already (the watchdog has not run yet).
+func stoppedPastDeadline(sess *coordinator.Session) (stopped func() bool) {
+	var late atomic.Bool
+	seen := make(chan struct{})
+	go func() {
+		<-sess.Done()
+		late.Store(time.Since(sess.Deadline()) > sess.Margin()/2)
+		close(seen)
+	}()
+	return func() bool {
+		select {
+		case <-sess.Done():
+			<-seen
+			return late.Load()
+		default: // its watchdog has not run yet: stalled, if well past the deadline
+			return time.Since(sess.Deadline()) > sess.Margin()/2
+		}
+	}
 }

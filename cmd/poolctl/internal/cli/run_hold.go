@@ -36,7 +36,7 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		return o.lost(cl, sess, sess.Err(), "the command was not started")
 	default:
 	}
-	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in, drain.file), env.In, env.Out, env.ErrOut)
+	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in, drain.file), env.In, env.Out, env.ErrOut, deadlineOf(sess, o.KillGrace))
 	if err != nil {
 		o.release(cl)
 		return startError(o.Argv[0], err)
@@ -52,11 +52,15 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		grp.signal(early.sig)
 	}
 	drain.start(cl, grp)
+	late := stoppedPastDeadline(sess)
 	select {
 	case <-grp.exited:
-		how := grp.stop(o.KillGrace, lossCut(cl, sess, o.KillGrace)) // whatever the command left running
-		if grp.expiredAtDeadline() {
-			return o.expired(cl, sess, how)
+		var how string
+		if !grp.expiredAtDeadline() {
+			how = grp.stop(o.KillGrace, lossCut(cl, sess, o.KillGrace)) // whatever the command left running
+		}
+		if grp.expiredAtDeadline() { // before the stop, or during its grace
+			return o.expired(cl, sess, o.guardStopped(grp, sess, late))
 		}
 		if lost := cl.Err(); lost != nil {
 			return o.lost(cl, sess, lost, "the command exited meanwhile")
@@ -74,17 +78,41 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		return nil
 	case <-lost:
 		why := cl.Err()
-		how := grp.stop(lossGrace(why, sess, o.KillGrace), lossCut(cl, sess, o.KillGrace))
-		if grp.expiredAtDeadline() {
-			how = guardStopped + how
+		var how string
+		if !grp.expiredAtDeadline() {
+			how = grp.stop(lossGrace(why, sess, o.KillGrace), lossCut(cl, sess, o.KillGrace))
+		}
+		if grp.expiredAtDeadline() { // before the stop, or during its grace
+			how = o.guardStopped(grp, sess, late)
 		}
 		return o.lost(cl, sess, why, how)
 	}
 }
 
-// guardStopped says that the guard stopped the command at the session's
-// deadline, poolctl having sent it no later one.
-const guardStopped = "poolctl extended its session by no keepalive before the deadline (it was stopped or hung), so its guard stopped the command then; "
+// guardStopped waits for the tree that the guard stops at the session's
+// deadline (guard_linux.go), which has SIGKILL sent grace after it at the
+// latest, and says what happened: that poolctl was stopped or hung, when
+// it noticed its session's end well past the deadline (late); else its
+// watchdog fired at the deadline, as when etcd is only cut off, and the
+// guard merely came first (found by a review, 2026-12-05: such a run was
+// said to have been stopped).
+func (o *runOptions) guardStopped(grp *group, sess *coordinator.Session, late func() bool) string {
+	grace := lossGrace(coordinator.ErrLocalDeadline, sess, o.KillGrace)
+	gone := grp.waitGone(sess.Deadline().Add(grace+killWait), nil)
+	var b strings.Builder
+	if late() {
+		b.WriteString("poolctl extended its session by no keepalive before the deadline (it was stopped or hung), so ")
+	}
+	b.WriteString("its guard sent SIGTERM to the command's tree at the session's deadline")
+	if grp.killedAtDeadline() {
+		fmt.Fprintf(&b, " and sent SIGKILL %v later", grace)
+	}
+	if !gone {
+		grp.kill()
+		fmt.Fprintf(&b, "; part of it still ran %v after the deadline", time.Since(sess.Deadline()).Round(time.Millisecond))
+	}
+	return b.String()
+}
 
 // expired reports a command that the guard stopped at the session's
 // deadline. The session ends at once, its deadline passed, and the seat
@@ -99,7 +127,7 @@ func (o *runOptions) expired(cl *coordinator.Claim, sess *coordinator.Session, h
 		}
 	}
 	if why := cl.Err(); why != nil {
-		return o.lost(cl, sess, why, guardStopped+how)
+		return o.lost(cl, sess, why, how)
 	}
 	o.release(cl)
 	return fmt.Errorf("the command's guard stopped it at the session's deadline, which poolctl extended too late to tell it (%s); the seat was released", how)
@@ -164,7 +192,7 @@ func lossGrace(why error, sess *coordinator.Session, grace time.Duration) time.D
 // instance's loss, rather than left to the session's revoke, which would
 // read as an expiry.
 func (o *runOptions) lost(cl *coordinator.Claim, sess *coordinator.Session, why error, how string) error {
-	if errors.Is(why, coordinator.ErrInstanceGone) && sess.Err() == nil {
+	if errors.Is(why, coordinator.ErrInstanceGone) && sess.Err() == nil && time.Now().Before(sess.Deadline()) {
 		o.release(cl)
 	}
 	if errors.Is(why, coordinator.ErrReleased) {
