@@ -125,8 +125,8 @@ func (s *Sidecar) resume(ctx context.Context) (*coordinator.Session, *coordinato
 // (sess, resumed) and the seat may still be bound to it, the lease is kept
 // alive the loss grace, and at least AppStopWithin, as after a loss (lose),
 // before it is revoked, which frees the seat. Without a session the lease
-// could not be resumed within a TTL: it is revoked at once, if etcd
-// answers. Found by a review (2026-12-05): the lease was revoked first,
+// could not be resumed within a TTL: it is revoked at once if etcd said it
+// is gone, else after that same wait, since it may live on. Found by a review (2026-12-05): the lease was revoked first,
 // and a waiter was granted the seat while this pod's seat file said held.
 func (s *Sidecar) notResumed(st resumeState, sess *coordinator.Session, err error) {
 	rec := SeatRecord{State: StateLost, Pool: st.Pool, Seat: st.Seat, Token: st.Token, Lease: leaseHex(clientv3.LeaseID(st.Lease)),
@@ -134,14 +134,21 @@ func (s *Sidecar) notResumed(st resumeState, sess *coordinator.Session, err erro
 	if werr := s.file.Write(rec); werr != nil {
 		s.o.log.Error("cannot write seat file", "path", s.file.JSONPath, "err", werr)
 	}
+	hold := max(s.cfg.LossGrace.D(), s.cfg.AppStopWithin.D())
 	if sess == nil {
+		if !errors.Is(err, coordinator.ErrSessionExpired) {
+			// etcd did not answer for a TTL, but the lease may live on (a
+			// leader change renews every lease): the app is given its
+			// time before a revoke could free the seat.
+			time.Sleep(hold)
+		}
 		s.revoke(clientv3.LeaseID(st.Lease))
 		return
 	}
 	if !errors.Is(err, coordinator.ErrNotHeld) && !errors.Is(err, coordinator.ErrStaleToken) { // it may still hold the seat
 		select {
 		case <-sess.Done():
-		case <-time.After(max(s.cfg.LossGrace.D(), s.cfg.AppStopWithin.D())):
+		case <-time.After(hold):
 		}
 	}
 	s.o.closeSession(sess)

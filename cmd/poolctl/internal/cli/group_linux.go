@@ -100,6 +100,8 @@ func (g *group) handshake(status *bufio.Scanner) error {
 		}
 		g.how = fmt.Sprintf("pid %s, guarded by pid %d: %s", pid, g.guard.Process.Pid, mode)
 		return nil
+	case "expired":
+		return errPastDeadline
 	case "error":
 		n, msg, _ := strings.Cut(arg, " ")
 		if errno, err := strconv.Atoi(n); err == nil && errno != 0 {

@@ -44,9 +44,10 @@ import (
 // "until T G" (stop the tree at T, in CLOCK_MONOTONIC nanoseconds, with G
 // nanoseconds between SIGTERM and SIGKILL, unless a later "until" comes
 // first). The guard writes lines on fd 4: "pid N MODE" or "error ERRNO
-// MESSAGE" once, then "expired" if the deadline passed (and "killed" if
-// SIGKILL followed), and "exit N" or "signal N" when the command's leader
-// ends. It exits once no descendant
+// MESSAGE" once (or "expired" alone, without starting the command, when
+// the first deadline had passed), then "expired" if the deadline passed
+// (and "killed" if SIGKILL followed), and "exit N" or "signal N" when the
+// command's leader ends. It exits once no descendant
 // is left, which poolctl sees as end of file on fd 4.
 
 // guardArg is the hidden first argument that makes poolctl a guard.
@@ -99,6 +100,16 @@ func runGuard(args []string) int {
 		return ExitError
 	}
 	g := &guard{status: status}
+	// poolctl wrote the session's deadline before it started the guard
+	// (startGroup): a command whose deadline has passed (poolctl stopped
+	// meanwhile) is never started.
+	lines := bufio.NewScanner(ctl)
+	if lines.Scan() {
+		if g.command(lines.Text()); g.until != 0 && g.until <= monoNow() {
+			fmt.Fprintln(status, "expired")
+			return ExitError
+		}
+	}
 	if os.Getenv(noCgroupEnv) == "" {
 		g.cg = newCgroup() // nil where cgroup v2 is not writable
 	}
@@ -112,7 +123,7 @@ func runGuard(args []string) int {
 	}
 	g.leader = pid
 	fmt.Fprintf(status, "pid %d %s\n", pid, g.mode())
-	return g.loop(readLines(ctl))
+	return g.loop(readLines(lines))
 }
 
 // start forks the command in its own process group (and cgroup, when there
@@ -152,11 +163,10 @@ func cgroupRefused(err error) bool {
 // readLines delivers poolctl's commands; the channel closes at end of file,
 // that is when poolctl has exited or died. Its goroutine ends with the
 // guard process.
-func readLines(r io.Reader) <-chan string {
+func readLines(sc *bufio.Scanner) <-chan string {
 	ch := make(chan string)
 	go func() {
 		defer close(ch)
-		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			ch <- sc.Text()
 		}
@@ -172,6 +182,9 @@ func (g *guard) loop(ctl <-chan string) int {
 	g.expiry = time.NewTimer(time.Hour)
 	g.expiry.Stop()
 	defer g.expiry.Stop()
+	if g.until != 0 { // the first deadline, read before the command started
+		g.expiry.Reset(time.Duration(g.until - monoNow()))
+	}
 	for {
 		select {
 		case line, ok := <-ctl:
@@ -230,7 +243,9 @@ func (g *guard) command(line string) {
 			return
 		}
 		g.until, g.grace = until, time.Duration(ns)
-		g.expiry.Reset(time.Duration(until - monoNow()))
+		if g.expiry != nil { // else loop arms it
+			g.expiry.Reset(time.Duration(until - monoNow()))
+		}
 	}
 }
 
@@ -274,9 +289,6 @@ func (g *guard) deadline(ctl <-chan string) <-chan string {
 		g.terminate()
 		g.expiry.Reset(time.Duration(g.until + int64(g.grace) - now))
 	default:
-		// Something of the tree outlived SIGTERM: the guard exits once
-		// nothing is left, so it would not be here.
-		fmt.Fprintln(g.status, "killed")
 		g.kill()
 	}
 	return ctl
@@ -290,6 +302,12 @@ func (g *guard) deadline(ctl <-chan string) <-chan string {
 // cgroup's, but still ours, a subreaper's (found by a review, 2026-12-05:
 // such a process survived every kill and run released the seat).
 func (g *guard) kill() {
+	if g.expired && !g.killing {
+		// Past the deadline something of the tree outlived SIGTERM (the
+		// guard exits once nothing is left): SIGKILL, its own at the end
+		// of the grace or poolctl's, is part of the deadline's stop.
+		fmt.Fprintln(g.status, "killed")
+	}
 	g.killing = true
 	_ = syscall.Kill(-g.leader, syscall.SIGKILL)
 	if g.cg != nil {

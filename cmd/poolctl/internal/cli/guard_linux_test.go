@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +95,29 @@ func TestRunCutOffNotBlamedOnStop(t *testing.T) {
 				t.Errorf("the command ignored SIGTERM and was SIGKILLed, yet run does not say so: %q", r.err)
 			}
 		})
+	}
+}
+
+// TestGuardRefusesPastDeadline: startGroup tells the guard the session's
+// deadline before the guard starts the command. When that deadline has
+// passed already (poolctl stopped meanwhile, or its watchdog late), the
+// guard must not start the command at all, and startGroup says why.
+// Found by a review (2026-12-05): the guard started it, and SIGKILLed it
+// only the grace later.
+func TestGuardRefusesPastDeadline(t *testing.T) {
+	path, err := lookCommand("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	past := guardDeadline{at: time.Now().Add(-2 * time.Second), grace: 200 * time.Millisecond}
+	grp, err := startGroup(path, []string{"sh", "-c", `touch "$M"; trap '' TERM; sleep 1`},
+		append(os.Environ(), "M="+marker), nil, io.Discard, io.Discard, past)
+	if err == nil {
+		defer grp.close()
+		<-grp.exited
+	}
+	if !errors.Is(err, errPastDeadline) || exists(marker) {
+		t.Fatalf("startGroup past the deadline: %v, command ran %v; want errPastDeadline, and no command", err, exists(marker))
 	}
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +33,15 @@ func (f *deadlineFeed) set(d time.Time) {
 	default:
 	}
 }
+
+// errPastDeadline is startGroup's refusal when the session's deadline had
+// passed before the guard could start the command (poolctl stopped
+// meanwhile): the seat may be someone else's already.
+var errPastDeadline = errors.New("the session's local deadline passed before the command started")
+
+// errLocalDeadlinePassed is the loss of a seat whose session's deadline passed
+// before its watchdog ended the session.
+var errLocalDeadlinePassed = fmt.Errorf("%w: %w", coordinator.ErrSessionExpired, coordinator.ErrLocalDeadline)
 
 // guardDeadline is the session's local deadline as the guard is told it:
 // SIGTERM at, SIGKILL grace later, as poolctl would (lossGrace).

@@ -36,7 +36,14 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		return o.lost(cl, sess, sess.Err(), "the command was not started")
 	default:
 	}
+	if !time.Now().Before(sess.Deadline()) { // its watchdog has not run yet
+		return o.lost(cl, sess, errLocalDeadlinePassed, "the command was not started")
+	}
 	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in, drain.file), env.In, env.Out, env.ErrOut, deadlineOf(sess, o.KillGrace))
+	if err != nil && (errors.Is(err, errPastDeadline) || !time.Now().Before(sess.Deadline())) {
+		// poolctl was stopped, or its watchdog late, meanwhile.
+		return o.lost(cl, sess, errLocalDeadlinePassed, "the command was not started")
+	}
 	if err != nil {
 		o.release(cl)
 		return startError(o.Argv[0], err)
@@ -98,7 +105,7 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 // said to have been stopped).
 func (o *runOptions) guardStopped(grp *group, sess *coordinator.Session, late func() bool) string {
 	grace := lossGrace(coordinator.ErrLocalDeadline, sess, o.KillGrace)
-	gone := grp.waitGone(sess.Deadline().Add(grace+killWait), nil)
+	gone := grp.waitGone(time.Now().Add(grace+killWait), nil) // the guard's SIGKILL is due by then
 	var b strings.Builder
 	if late() {
 		b.WriteString("poolctl extended its session by no keepalive before the deadline (it was stopped or hung), so ")
