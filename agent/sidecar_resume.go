@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 	"github.com/etcdpool/etcdpool/internal/retry"
 )
 
@@ -188,19 +189,21 @@ func (s *Sidecar) adopt(ctx context.Context, lease clientv3.LeaseID, st resumeSt
 }
 
 // retry calls f, each call bounded by the request timeout, until it
-// succeeds, fails for good (the lease or seat is gone, bad input), or ctx
-// ends.
+// succeeds, fails for good (the lease or seat is gone, bad input, a
+// refusal such as permission denied), or ctx ends. Each retry is logged.
 func (s *Sidecar) retry(ctx context.Context, f func(context.Context) error) error {
 	return retry.Do(ctx, resumePolicy, func() error {
 		rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
 		defer cancel()
 		err := f(rctx)
 		if errors.Is(err, coordinator.ErrSessionExpired) || errors.Is(err, coordinator.ErrNotHeld) ||
-			errors.Is(err, coordinator.ErrStaleToken) || errors.Is(err, coordinator.ErrInvalid) {
+			errors.Is(err, coordinator.ErrStaleToken) || errors.Is(err, coordinator.ErrInvalid) || etcdclient.IsPermanent(err) {
 			return retry.Permanent(err)
 		}
 		return err
-	}, nil)
+	}, func(err error, d time.Duration) {
+		s.o.log.Warn("cannot resume the previous seat yet; retrying", "err", err, "retry", d)
+	})
 }
 
 // revoke revokes a lease this sidecar no longer uses, bounded by the

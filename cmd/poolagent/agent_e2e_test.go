@@ -136,6 +136,35 @@ func TestAgentDrainOnSIGTERM(t *testing.T) {
 	})
 }
 
+// TestAgentDrainOnSIGHUP: SIGHUP (a closed terminal, or a kill -HUP meant
+// as a reload) stops the agent as SIGTERM does: it drains, and exits 0 once
+// the holder releases. Found by a review (2026-12-05): Go's default for
+// SIGHUP ended the process at once, its instances left registered.
+func TestAgentDrainOnSIGHUP(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	co := testkit.Coordinator(t, cli)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
+	a := startAgent(t, c.Endpoint(0), twoInstances, "--drain-timeout", "20s")
+	cl := claimOn(t, co, testkit.Session(t, cli, coordinator.MinTTL), "p", "i1")
+	a.signal(t, syscall.SIGHUP)
+	waitDraining(t, co, a)
+	if a.exited() {
+		t.Fatalf("agent exited with %d on SIGHUP while a seat was held on its instance", a.exitCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(t, 5*time.Second); code != 0 {
+		t.Errorf("exit code %d after SIGHUP, want 0", code)
+	}
+	if n := len(instances(t, co, "p")); n != 0 {
+		t.Errorf("%d instances left after the drain", n)
+	}
+}
+
 func waitDraining(t *testing.T, co *coordinator.Coordinator, a *agentProc) {
 	t.Helper()
 	testkit.Eventually(t, 5*time.Second, "instances draining", func() bool {

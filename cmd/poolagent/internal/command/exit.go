@@ -9,7 +9,8 @@ import (
 
 // Exit codes, the one table for every subcommand.
 const (
-	// ExitOK: success, including a clean shutdown on SIGINT or SIGTERM.
+	// ExitOK: success, including a clean shutdown on SIGINT, SIGTERM or
+	// SIGHUP.
 	ExitOK = 0
 	// ExitError: a runtime error (etcd unreachable at a point that needs
 	// it, a port in use, no seat within the wait timeout), or etcd refusing

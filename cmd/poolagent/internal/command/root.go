@@ -22,8 +22,8 @@ type Streams struct {
 }
 
 // Execute runs poolagent with args and returns the exit code. ctx ends on
-// SIGINT or SIGTERM, which every command treats as a request to shut down
-// cleanly.
+// SIGINT, SIGTERM or SIGHUP, which every command treats as a request to
+// shut down cleanly.
 func Execute(ctx context.Context, args []string, s Streams) int {
 	root := NewRootCommand(s)
 	root.SetArgs(args)
