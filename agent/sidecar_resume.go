@@ -115,7 +115,7 @@ func (s *Sidecar) resume(ctx context.Context) (*coordinator.Session, *coordinato
 		return sess, cl
 	}
 	log.Info("cannot resume the previous seat; claiming afresh", "err", err)
-	s.notResumed(st, sess, err)
+	s.notResumed(ctx, st, sess, err)
 	s.dropState()
 	return nil, nil
 }
@@ -124,35 +124,49 @@ func (s *Sidecar) resume(ctx context.Context) (*coordinator.Session, *coordinato
 // (err), while its app may still run on it: the seat file, which still
 // says held, is rewritten as lost first; then, if the old lease lives
 // (sess, resumed) and the seat may still be bound to it, the lease is kept
-// alive the loss grace, and at least AppStopWithin, as after a loss (lose),
-// before it is revoked, which frees the seat. Without a session the lease
+// alive while the app stops (appStops), as after a loss (lose), before it
+// is revoked, which frees the seat. Without a session the lease
 // could not be resumed within a TTL: it is revoked at once if etcd said it
 // is gone, else after that same wait, since it may live on. Found by a review (2026-12-05): the lease was revoked first,
 // and a waiter was granted the seat while this pod's seat file said held.
-func (s *Sidecar) notResumed(st resumeState, sess *coordinator.Session, err error) {
+func (s *Sidecar) notResumed(ctx context.Context, st resumeState, sess *coordinator.Session, err error) {
 	rec := SeatRecord{State: StateLost, Pool: st.Pool, Seat: st.Seat, Token: st.Token, Lease: leaseHex(clientv3.LeaseID(st.Lease)),
 		Holder: s.cfg.Holder, Reason: coordinator.LossReason(err), Error: "not resumed after a restart: " + err.Error(), UpdatedAt: time.Now().UTC()}
 	if werr := s.file.Write(rec); werr != nil {
 		s.o.log.Error("cannot write seat file", "path", s.file.JSONPath, "err", werr)
 	}
-	hold := max(s.cfg.LossGrace.D(), s.cfg.AppStopWithin.D())
+	told := time.Now()
 	if sess == nil {
 		if !errors.Is(err, coordinator.ErrSessionExpired) {
 			// etcd did not answer for a TTL, but the lease may live on (a
 			// leader change renews every lease): the app is given its
 			// time before a revoke could free the seat.
-			time.Sleep(hold)
+			s.appStops(ctx, told, nil)
 		}
 		s.revoke(clientv3.LeaseID(st.Lease))
 		return
 	}
 	if !errors.Is(err, coordinator.ErrNotHeld) && !errors.Is(err, coordinator.ErrStaleToken) { // it may still hold the seat
-		select {
-		case <-sess.Done():
-		case <-time.After(hold):
-		}
+		s.appStops(ctx, told, sess.Done())
 	}
 	s.o.closeSession(sess)
+}
+
+// appStops waits, after the app was told its seat is gone at told, as
+// lose does: the loss grace, which ctx's end (SIGTERM) cuts short, and
+// AppStopWithin from told, which it does not; either ends early when
+// ended closes (the session, and the seat with it, is gone).
+func (s *Sidecar) appStops(ctx context.Context, told time.Time, ended <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-ended:
+		return
+	case <-time.After(s.cfg.LossGrace.D()):
+	}
+	select {
+	case <-ended:
+	case <-time.After(time.Until(told.Add(s.cfg.AppStopWithin.D()))):
+	}
 }
 
 // adopt resumes lease and adopts the seat of st, retrying what may be

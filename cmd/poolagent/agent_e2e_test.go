@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -163,6 +165,28 @@ func TestAgentDrainOnSIGHUP(t *testing.T) {
 	if n := len(instances(t, co, "p")); n != 0 {
 		t.Errorf("%d instances left after the drain", n)
 	}
+}
+
+// TestAgentNohupIgnoresSIGHUP: an agent started with SIGHUP ignored
+// (`nohup poolagent serve &`, a daemon wrapper) keeps ignoring it, as
+// before SIGHUP stopped it. Found by a review (2026-12-05).
+func TestAgentNohupIgnoresSIGHUP(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	co := testkit.Coordinator(t, cli)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2, RequireInstance: true})
+	wrapper := filepath.Join(t.TempDir(), "nohup.sh")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\ntrap '' HUP\nexec "+binPath+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	saved := binPath
+	binPath = wrapper // startAgent runs binPath
+	a := startAgent(t, c.Endpoint(0), twoInstances)
+	binPath = saved
+	a.signal(t, syscall.SIGHUP)
+	testkit.Consistently(t, 2*time.Second, "the agent to run on, its instances registered, after an ignored SIGHUP", func() bool {
+		return !a.exited() && len(instances(t, co, "p")) == 2
+	})
 }
 
 func waitDraining(t *testing.T, co *coordinator.Coordinator, a *agentProc) {

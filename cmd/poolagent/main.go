@@ -26,8 +26,13 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // closed terminal, or a `kill -HUP` meant as a reload, which poolagent
 // does not do) stops it cleanly too, rather than at once: Go's default
 // for it is to exit, so the agent did not drain nor the sidecar release.
+// A SIGHUP ignored at start (nohup, a daemon wrapper) stays ignored.
 func run(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) { // under nohup a hangup stays ignored
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	defer stop()
 	context.AfterFunc(ctx, stop)
 	return command.Execute(ctx, args, command.Streams{Out: stdout, Err: stderr, LookupEnv: os.LookupEnv})

@@ -104,11 +104,12 @@ func runGuard(args []string) int {
 	// (startGroup): a command whose deadline has passed (poolctl stopped
 	// meanwhile) is never started.
 	lines := bufio.NewScanner(ctl)
-	if lines.Scan() {
-		if g.command(lines.Text()); g.until != 0 && g.until <= monoNow() {
-			fmt.Fprintln(status, "expired")
-			return ExitError
-		}
+	if !lines.Scan() {
+		return ExitError // poolctl is gone already: nothing to start
+	}
+	if g.command(lines.Text()); g.until != 0 && g.until <= monoNow() {
+		fmt.Fprintln(status, "expired")
+		return ExitError
 	}
 	if os.Getenv(noCgroupEnv) == "" {
 		g.cg = newCgroup() // nil where cgroup v2 is not writable

@@ -39,7 +39,12 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 	if !time.Now().Before(sess.Deadline()) { // its watchdog has not run yet
 		return o.lost(cl, sess, errLocalDeadlinePassed, "the command was not started")
 	}
-	grp, err := startGroup(o.path, o.Argv, o.childEnv(cl, in, drain.file), env.In, env.Out, env.ErrOut, deadlineOf(sess, o.KillGrace))
+	childEnv := o.childEnv(cl, in, drain.file)
+	grp, err := startGroup(o.path, o.Argv, childEnv, env.In, env.Out, env.ErrOut, deadlineOf(sess, o.KillGrace))
+	if errors.Is(err, errPastDeadline) && time.Now().Before(sess.Deadline()) {
+		// A keepalive moved the deadline as the guard started: once more.
+		grp, err = startGroup(o.path, o.Argv, childEnv, env.In, env.Out, env.ErrOut, deadlineOf(sess, o.KillGrace))
+	}
 	if err != nil && (errors.Is(err, errPastDeadline) || !time.Now().Before(sess.Deadline())) {
 		// poolctl was stopped, or its watchdog late, meanwhile.
 		return o.lost(cl, sess, errLocalDeadlinePassed, "the command was not started")
@@ -112,7 +117,7 @@ func (o *runOptions) guardStopped(grp *group, sess *coordinator.Session, late fu
 	}
 	b.WriteString("its guard sent SIGTERM to the command's tree at the session's deadline")
 	if grp.killedAtDeadline() {
-		fmt.Fprintf(&b, " and sent SIGKILL %v later", grace)
+		fmt.Fprintf(&b, ", and then sent SIGKILL (by %v after it)", grace)
 	}
 	if !gone {
 		grp.kill()
