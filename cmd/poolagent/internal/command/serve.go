@@ -38,7 +38,7 @@ func NewServeCommand(s Streams) *cobra.Command {
 		Long: `serve registers the instances listed in the config file under one lease and keeps
 them registered: after a lost lease it registers them under a new one, and an
 instance deleted by someone else while the lease lives is registered again. On
-SIGTERM it marks them draining, waits up to the drain timeout for held seats to
+SIGTERM (or SIGINT, or a SIGHUP not ignored at start) it marks them draining, waits up to the drain timeout for held seats to
 be released, then deregisters them and exits 0. It serves /metrics, /healthz
 and /readyz.
 

@@ -28,7 +28,8 @@ func NewSidecarCommand(s Streams) *cobra.Command {
 		Long: `sidecar claims one seat of a pool, waiting for it if needed (a session lost while
 it waits is replaced and it queues again, within --wait-timeout), writes the
 claim to the seat file (JSON and env form) and answers /startupz and /readyz
-only while the seat is held. On SIGTERM it releases the seat and exits 0. If the
+only while the seat is held. On SIGTERM (or SIGINT, or a SIGHUP not ignored at
+start) it releases the seat and exits 0. If the
 seat is lost it rewrites the file, fails its probes and exits 3 after the loss
 grace. It keeps its lease, seat and token in <seat-file>.state (mode 0600): a
 sidecar restarted after a crash takes the same seat back, under the same
