@@ -440,3 +440,30 @@ func TestSidecarFailedResumeTellsAppFirst(t *testing.T) {
 		t.Errorf("the waiter was granted the seat %v after the restart, before appStopWithin %v", took, cfg.AppStopWithin)
 	}
 }
+
+// TestSidecarResumeRefusedForGoodGivesUp: a restarted sidecar whose user
+// may no longer read its pool cannot adopt its seat. The refusal is for
+// good: it must give up the resume at once, not retry it silently for a
+// whole TTL, and then fail its fresh claim with that refusal. Found by a
+// review (2026-12-05): the resume retried it for the TTL.
+func TestSidecarResumeRefusedForGoodGivesUp(t *testing.T) {
+	c, cli, _ := setup(t)
+	root := etcdtest.EnableAuth(t, cli)
+	rco := testkit.Coordinator(t, root)
+	testkit.CreatePool(t, rco, "p", coordinator.PoolSpec{Capacity: 1})
+	cfg := sidecarConfig(t)
+	cfg.TTL = config.Duration(8 * time.Second)
+	crashedRun(t, root, rco, cfg, cfg.TTL.D(), StateHeld)
+	etcdtest.AddPrefixRole(t, root, "none", "/nothing/", clientv3.PermissionType(clientv3.PermRead))
+	etcdtest.AddUser(t, root, "sidecar", "pw", "none") // may read nothing of the pool
+	sco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "sidecar", "pw"))
+	start := time.Now()
+	err := NewSidecar(sco, cfg).Run(context.Background())
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("Run: %v; want the permission refusal", err)
+	}
+	if took > cfg.TTL.D()/2 {
+		t.Errorf("Run gave up %v after its start, retrying a refusal for good for most of the TTL (%v)", took.Round(time.Millisecond), cfg.TTL)
+	}
+}
