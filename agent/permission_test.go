@@ -34,16 +34,10 @@ func TestPermissionDeniedDrains(t *testing.T) {
 	etcdtest.AddPrefixRole(t, root, "r-p", pre+"/pools/p/", clientv3.PermissionType(clientv3.PermReadWrite))
 	etcdtest.AddPrefixRole(t, root, "r-q", pre+"/pools/q/", clientv3.PermissionType(clientv3.PermReadWrite))
 	etcdtest.AddUser(t, root, "agent", "pw", "r-all", "r-p", "r-q")
-	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
 	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"}, config.Instance{Pool: "q", ID: "i2"})
 	cfg.Pools = append(cfg.Pools, config.Pool{Name: "q", Capacity: 2})
 	cfg.DrainTimeout, cfg.TTL = config.Duration(5*time.Second), config.Duration(10*time.Second)
-	a := New(aco, cfg, WithPollInterval(50*time.Millisecond))
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { done <- a.Run(ctx) }()
-	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	_, done := runAs(t, c, cfg)
 	cl := testkit.Claim(t, rco, testkit.Session(t, root, 10*time.Second), "p", coordinator.WithInstance("i1"))
 	rctx, rcancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer rcancel()
@@ -118,16 +112,10 @@ func TestReadDeniedStops(t *testing.T) {
 	etcdtest.AddPrefixRole(t, root, "r-all", pre, clientv3.PermissionType(clientv3.PermRead))
 	etcdtest.AddPrefixRole(t, root, "w-p", pre+"/pools/p/", clientv3.PermissionType(clientv3.PermWrite))
 	etcdtest.AddUser(t, root, "agent", "pw", "r-all", "w-p")
-	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
 	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
 	cfg.Pools = nil
 	cfg.DrainTimeout, cfg.TTL = config.Duration(time.Second), config.Duration(10*time.Second)
-	a := New(aco, cfg, WithPollInterval(50*time.Millisecond), WithOwnerCheckInterval(100*time.Millisecond))
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { done <- a.Run(ctx) }()
-	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	a, done := runAs(t, c, cfg, WithOwnerCheckInterval(100*time.Millisecond))
 	rctx, rcancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer rcancel()
 	if _, err := root.UserRevokeRole(rctx, "agent", "r-all"); err != nil {
@@ -155,16 +143,10 @@ func TestAuthFailedStops(t *testing.T) {
 	testkit.CreatePool(t, rco, "p", coordinator.PoolSpec{Capacity: 2})
 	etcdtest.AddPrefixRole(t, root, "rw", coordinator.DefaultPrefix, clientv3.PermissionType(clientv3.PermReadWrite))
 	etcdtest.AddUser(t, root, "agent", "pw", "rw")
-	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
 	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
 	cfg.Pools = nil
 	cfg.DrainTimeout = config.Duration(time.Second)
-	a := New(aco, cfg, WithPollInterval(50*time.Millisecond))
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { done <- a.Run(ctx) }()
-	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	a, done := runAs(t, c, cfg)
 	rctx, rcancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer rcancel()
 	if _, err := root.UserDelete(rctx, "agent"); err != nil {
@@ -198,4 +180,19 @@ func TestZeroDrainTimeoutNoSpuriousWarning(t *testing.T) {
 	if strings.Contains(buf.String(), "level=WARN") {
 		t.Errorf("a drain with etcd up warned:\n%s", buf.String())
 	}
+}
+
+// runAs runs an agent of cfg as the etcd user "agent" (password "pw"),
+// polling every 50 ms, until the test ends, and returns it once it has
+// registered its instances, with the channel Run's result arrives on.
+func runAs(t *testing.T, c *etcdtest.Cluster, cfg config.Agent, opts ...Option) (*Agent, <-chan error) {
+	t.Helper()
+	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
+	a := New(aco, cfg, append([]Option{WithPollInterval(50 * time.Millisecond)}, opts...)...)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { done <- a.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	return a, done
 }

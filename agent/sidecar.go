@@ -283,22 +283,31 @@ func (s *Sidecar) releaseSeat(cl *coordinator.Claim) {
 	}
 }
 
-// lossHold is how long the sidecar keeps its session after losing the
-// seat (why): the loss grace, and after the instance's loss at least
-// AppStopWithin. Then the seat and the instance's slot are still held
-// (coordinator.WithInstanceGoneHold: the session's TTL, longer), so that
-// nobody binds the instance again, should its agent register it anew,
-// while the app, its /readyz failed, may still be stopping. Closing the
-// session frees them.
-func (s *Sidecar) lossHold(why error) time.Duration {
-	if errors.Is(why, coordinator.ErrInstanceGone) {
-		return max(s.cfg.LossGrace.D(), s.cfg.AppStopWithin.D())
+// appStops waits while an app told at told that its seat is gone may
+// still be stopping (lose, notResumed): the loss grace, which ctx's end
+// (SIGTERM) cuts short, and AppStopWithin from told, which it does not;
+// either ends early when ended closes (the session, and the seat with it,
+// is gone).
+func (s *Sidecar) appStops(ctx context.Context, told time.Time, ended <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-ended:
+		return
+	case <-time.After(s.cfg.LossGrace.D()):
 	}
-	return s.cfg.LossGrace.D()
+	select {
+	case <-ended:
+	case <-time.After(time.Until(told.Add(s.cfg.AppStopWithin.D()))):
+	}
 }
 
-// lose records a lost seat, serves the failure for its hold (lossHold),
-// and returns the loss.
+// lose records a lost seat, serves the failure for the loss grace, and
+// returns the loss. After the instance's loss it keeps its session while
+// the app, its /readyz failed, may still be stopping (appStops): the seat
+// and the instance's slot are still held then
+// (coordinator.WithInstanceGoneHold: the session's TTL, longer), so that
+// nobody binds the instance again, should its agent register it anew.
+// Closing the session frees them.
 func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coordinator.Claim) error {
 	cause := cl.Err()
 	rec := s.Record()
@@ -309,16 +318,15 @@ func (s *Sidecar) lose(ctx context.Context, sess *coordinator.Session, cl *coord
 	if errors.Is(cause, coordinator.ErrSessionExpired) {
 		s.o.onSessionLost()
 	}
-	told := time.Now()
-	retry.Sleep(ctx, s.lossHold(cause))
 	if errors.Is(cause, coordinator.ErrInstanceGone) {
-		// A SIGTERM ends the loss grace, not the app's stop: its
-		// instance's slot stays held AppStopWithin after /readyz failed
-		// (found by a review, 2026-12-05: it was freed at once).
-		time.Sleep(time.Until(told.Add(s.cfg.AppStopWithin.D())))
+		// A SIGTERM ends the loss grace, not the app's stop (found by a
+		// review, 2026-12-05: the slot was freed at once).
+		s.appStops(ctx, time.Now(), nil)
+	} else {
+		retry.Sleep(ctx, s.cfg.LossGrace.D())
 	}
 	if errors.Is(cause, coordinator.ErrInstanceGone) && sess.Err() == nil {
-		// Still held (lossHold): a release records the instance's loss,
+		// Still held (appStops): a release records the instance's loss,
 		// where the session's revoke would read as an expiry.
 		s.releaseSeat(cl)
 	}

@@ -152,23 +152,6 @@ func (s *Sidecar) notResumed(ctx context.Context, st resumeState, sess *coordina
 	s.o.closeSession(sess)
 }
 
-// appStops waits, after the app was told its seat is gone at told, as
-// lose does: the loss grace, which ctx's end (SIGTERM) cuts short, and
-// AppStopWithin from told, which it does not; either ends early when
-// ended closes (the session, and the seat with it, is gone).
-func (s *Sidecar) appStops(ctx context.Context, told time.Time, ended <-chan struct{}) {
-	select {
-	case <-ctx.Done():
-	case <-ended:
-		return
-	case <-time.After(s.cfg.LossGrace.D()):
-	}
-	select {
-	case <-ended:
-	case <-time.After(time.Until(told.Add(s.cfg.AppStopWithin.D()))):
-	}
-}
-
 // adopt resumes lease and adopts the seat of st, retrying what may be
 // transient until ctx ends. When it fails after resuming the lease, it
 // returns the session too, still live: the caller ends it (notResumed).

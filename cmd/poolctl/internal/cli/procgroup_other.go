@@ -35,5 +35,6 @@ func (g *group) waitGone(time.Time, <-chan time.Duration) bool {
 	return true
 }
 
-// killWait is procgroup_stop.go's, unused here.
+// killWait is procgroup_stop.go's: guardStopped's wait, never reached
+// here (there is no guard).
 const killWait = 0

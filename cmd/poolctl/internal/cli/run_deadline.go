@@ -10,24 +10,20 @@ import (
 	"github.com/etcdpool/etcdpool/coordinator"
 )
 
-// deadlineFeed carries run's session deadline to the command's guard
-// (guard_linux.go), so that the command is stopped by the deadline even
-// when poolctl cannot stop it: stopped by SIGSTOP or a debugger, or hung.
-// Such a poolctl sends no keepalive; its lease ends, and its seat can be
-// granted to another, a margin after the deadline.
+// deadlineFeed tells run that its session's deadline moved, so that the
+// command's guard (guard_linux.go) is told the new one: the command is then
+// stopped by the deadline even when poolctl cannot stop it, stopped by
+// SIGSTOP or a debugger, or hung. Such a poolctl sends no keepalive; its
+// lease ends, and its seat can be granted to another, a margin after the
+// deadline. The deadline itself is the session's (Session.Deadline).
 type deadlineFeed struct {
-	mu     sync.Mutex
-	latest time.Time
-	moved  chan struct{} // 1-buffered: latest changed
+	moved chan struct{} // 1-buffered: the deadline moved
 }
 
 func newDeadlineFeed() *deadlineFeed { return &deadlineFeed{moved: make(chan struct{}, 1)} }
 
 // set is the session's WithDeadlineMoved hook: it must not block.
-func (f *deadlineFeed) set(d time.Time) {
-	f.mu.Lock()
-	f.latest = d
-	f.mu.Unlock()
+func (f *deadlineFeed) set(time.Time) {
 	select {
 	case f.moved <- struct{}{}:
 	default:
@@ -56,12 +52,10 @@ func deadlineOf(sess *coordinator.Session, killGrace time.Duration) guardDeadlin
 	return guardDeadline{at: sess.Deadline(), grace: lossGrace(coordinator.ErrLocalDeadline, sess, killGrace)}
 }
 
-// follow tells grp the session's deadline now and each time it moves,
-// until the returned func is called. (startGroup told the guard the first
-// one.)
+// follow tells grp the session's deadline each time it moves, until the
+// returned func is called. startGroup told the guard the first one; a
+// move since then has left its signal in f.moved.
 func (f *deadlineFeed) follow(grp *group, sess *coordinator.Session, killGrace time.Duration) (stop func()) {
-	grace := lossGrace(coordinator.ErrLocalDeadline, sess, killGrace)
-	grp.until(deadlineOf(sess, killGrace))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -70,10 +64,7 @@ func (f *deadlineFeed) follow(grp *group, sess *coordinator.Session, killGrace t
 			case <-done:
 				return
 			case <-f.moved:
-				f.mu.Lock()
-				d := f.latest
-				f.mu.Unlock()
-				grp.until(guardDeadline{at: d, grace: grace})
+				grp.until(deadlineOf(sess, killGrace))
 			}
 		}
 	})

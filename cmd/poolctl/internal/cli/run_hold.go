@@ -67,12 +67,9 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 	late := stoppedPastDeadline(sess)
 	select {
 	case <-grp.exited:
-		var how string
-		if !grp.expiredAtDeadline() {
-			how = grp.stop(o.KillGrace, lossCut(cl, sess, o.KillGrace)) // whatever the command left running
-		}
-		if grp.expiredAtDeadline() { // before the stop, or during its grace
-			return o.expired(cl, sess, o.guardStopped(grp, sess, late))
+		how, byGuard := o.stopTree(grp, cl, sess, o.KillGrace, late) // whatever the command left running
+		if byGuard {
+			return o.expired(cl, sess, how)
 		}
 		if lost := cl.Err(); lost != nil {
 			return o.lost(cl, sess, lost, "the command exited meanwhile")
@@ -90,15 +87,23 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 		return nil
 	case <-lost:
 		why := cl.Err()
-		var how string
-		if !grp.expiredAtDeadline() {
-			how = grp.stop(lossGrace(why, sess, o.KillGrace), lossCut(cl, sess, o.KillGrace))
-		}
-		if grp.expiredAtDeadline() { // before the stop, or during its grace
-			how = o.guardStopped(grp, sess, late)
-		}
+		how, _ := o.stopTree(grp, cl, sess, lossGrace(why, sess, o.KillGrace), late)
 		return o.lost(cl, sess, why, how)
 	}
+}
+
+// stopTree stops what is left of the command's tree, SIGKILL after grace
+// (stop), and says how; unless the guard stops it at the session's
+// deadline, before that stop or during its grace: then it waits for the
+// guard, says how the guard did it (guardStopped), and reports byGuard.
+func (o *runOptions) stopTree(grp *group, cl *coordinator.Claim, sess *coordinator.Session, grace time.Duration, late func() bool) (how string, byGuard bool) {
+	if !grp.expiredAtDeadline() {
+		how = grp.stop(grace, lossCut(cl, sess, o.KillGrace))
+	}
+	if grp.expiredAtDeadline() {
+		return o.guardStopped(grp, sess, late), true
+	}
+	return how, false
 }
 
 // guardStopped waits for the tree that the guard stops at the session's
@@ -109,7 +114,7 @@ func (o *runOptions) hold(ctx context.Context, cl *coordinator.Claim, sess *coor
 // guard merely came first (found by a review, 2026-12-05: such a run was
 // said to have been stopped).
 func (o *runOptions) guardStopped(grp *group, sess *coordinator.Session, late func() bool) string {
-	grace := lossGrace(coordinator.ErrLocalDeadline, sess, o.KillGrace)
+	grace := deadlineOf(sess, o.KillGrace).grace
 	gone := grp.waitGone(time.Now().Add(grace+killWait), nil) // the guard's SIGKILL is due by then
 	var b strings.Builder
 	if late() {
