@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -128,7 +130,9 @@ func (a *Agent) awaitIdle(sess *coordinator.Session) int {
 }
 
 // heldSeats counts the seats bound to the agent's instances that sess's
-// lease still holds; -1 when a pool cannot be read. Its reads end at
+// lease still holds; -1 when a pool cannot be read. Each poll reads only
+// those instances (coordinator.InstanceLoads), whatever the size of their
+// pools; a pool deleted meanwhile went with its seats. Its reads end at
 // deadline, or a request timeout after the first, if sooner.
 func (a *Agent) heldSeats(sess *coordinator.Session, deadline time.Time) int {
 	n := 0
@@ -138,23 +142,18 @@ func (a *Agent) heldSeats(sess *coordinator.Session, deadline time.Time) int {
 	}
 	for pool, ids := range a.instancesByPool() {
 		ctx, cancel := context.WithDeadline(context.Background(), stop)
-		ins, err := a.co.Instances(ctx, pool)
-		var seats []coordinator.Seat
-		if err == nil {
-			seats, err = a.co.Seats(ctx, pool)
-		}
+		loads, err := a.co.InstanceLoads(ctx, pool, slices.Sorted(maps.Keys(ids))...)
 		cancel()
-		if err != nil {
-			a.o.log.Warn("cannot list seats while draining", "pool", pool, "lease", leaseHex(sess.Lease()), "err", err)
+		switch {
+		case errors.Is(err, coordinator.ErrPoolNotFound):
+			continue
+		case err != nil:
+			a.o.log.Warn("cannot count the seats held while draining", "pool", pool, "lease", leaseHex(sess.Lease()), "err", err)
 			return -1
 		}
-		mine := map[string]bool{}
-		for _, in := range ins {
-			mine[in.ID] = ids[in.ID] && in.Lease == sess.Lease()
-		}
-		for _, s := range seats {
-			if mine[s.Instance] {
-				n++
+		for _, l := range loads {
+			if l.Lease == sess.Lease() {
+				n += l.Bound
 			}
 		}
 	}

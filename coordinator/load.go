@@ -1,0 +1,68 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// InstanceLoad is one instance as InstanceLoads reads it.
+type InstanceLoad struct {
+	// Lease is the lease the instance's key is under; 0 when the instance
+	// is not registered.
+	Lease clientv3.LeaseID
+	// Bound is how many seats are bound to the instance: the keys of its
+	// instance slots. A seat bound to it takes one, and the seat's release,
+	// or its holder's lease's end, deletes it with the seat.
+	Bound int
+}
+
+// loadsPerTxn is how many instances one InstanceLoads txn reads: two
+// operations each, and the pool's spec, well within etcd's --max-txn-ops.
+const loadsPerTxn = 32
+
+// InstanceLoads reads, for each of the instances ids of pool, the lease
+// it is registered under and how many seats are bound to it (an instance
+// not registered has Lease 0, and Bound counts any seat still bound to it).
+// It reads each instance's key and counts its slot keys (a count-only
+// range), so its cost grows with len(ids), not with the pool's seats,
+// waiters or instances: an agent that waits for its instances to go idle
+// polls it. loadsPerTxn instances are read in one txn, at one revision.
+// ErrPoolNotFound when the pool does not exist.
+func (c *Coordinator) InstanceLoads(ctx context.Context, pool string, ids ...string) (map[string]InstanceLoad, error) {
+	if err := ValidateName(pool); err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	for _, id := range ids {
+		if err := ValidateName(id); err != nil {
+			return nil, fmt.Errorf("instance id: %w", err)
+		}
+	}
+	out := make(map[string]InstanceLoad, len(ids))
+	for first := true; first || len(ids) > 0; first = false {
+		batch := ids[:min(len(ids), loadsPerTxn)]
+		ids = ids[len(batch):]
+		ops := []clientv3.Op{clientv3.OpGet(c.k.spec(pool), clientv3.WithCountOnly())}
+		for _, id := range batch {
+			ops = append(ops, clientv3.OpGet(c.k.instance(pool, id)),
+				clientv3.OpGet(c.k.binds(pool, id), clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		}
+		resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: read the load of pool %q's instances: %w", pool, err)
+		}
+		if resp.Responses[0].GetResponseRange().Count == 0 {
+			return nil, fmt.Errorf("%w: %q", ErrPoolNotFound, pool)
+		}
+		for i, id := range batch {
+			var l InstanceLoad
+			if kvs := resp.Responses[1+2*i].GetResponseRange().Kvs; len(kvs) > 0 {
+				l.Lease = clientv3.LeaseID(kvs[0].Lease)
+			}
+			l.Bound = int(resp.Responses[2+2*i].GetResponseRange().Count)
+			out[id] = l
+		}
+	}
+	return out, nil
+}
