@@ -80,3 +80,32 @@ func TestDrainPollCostIndependentOfPoolSize(t *testing.T) {
 	}
 	t.Logf("%d bytes read in a second of polls", replied.Load())
 }
+
+// TestDrainEndsWhenPoolDeleted: a pool deleted while its agent drains went
+// with its seats, so the drain has nothing left to wait for. It waited for
+// its whole timeout, warning at each poll that it could not count them.
+func TestDrainEndsWhenPoolDeleted(t *testing.T) {
+	_, cli, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	cfg.DrainTimeout = config.Duration(20 * time.Second)
+	a, stop := startAgent(t, co, "test", cfg)
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	testkit.Claim(t, co, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithInstance("i1"))
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	testkit.Eventually(t, 5*time.Second, "i1 draining", func() bool {
+		return instanceMap(t, co)["i1"].State == coordinator.InstanceDraining
+	})
+	ctx := testkit.Ctx(t, 10*time.Second)
+	if err := co.DeletePool(ctx, "p", true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("3 s after its pool was deleted, the agent still drains")
+	}
+}
