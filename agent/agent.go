@@ -29,6 +29,7 @@ type Agent struct {
 	registered bool                 // every instance registered in sess
 	draining   bool
 	own        ownership
+	epoch      int64 // coordinator.Instance.Epoch of its registrations; 0 until read (owner.go)
 }
 
 // Status is the agent's state as its health endpoints report it.

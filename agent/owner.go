@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdclient"
 )
 
 // The rule this file keeps: an agent writes only instance keys bound to
@@ -20,17 +22,21 @@ import (
 //
 //   - one of this process's earlier sessions (a lost lease that came back,
 //     for example after etcd restarted), or
-//   - for an instance this process has never held: a lease of an earlier
-//     run of an agent with the same name (a restart), or any lease when
-//     takeover is on (WithTakeover: a rollout that overlaps two agents), or
 //   - a lease whose agent is stopping (coordinator.Instance.Stopping: it
 //     drains the instance to stop), while this agent is not draining: an
 //     undone rollout, the newer agent stopped first, whose holders keep
-//     their seats instead of losing them at its drain timeout.
+//     their seats instead of losing them at its drain timeout, or
+//   - a lease of an agent that started before this one (a lower
+//     coordinator.Instance.Epoch): of an earlier run of an agent with the
+//     same name (a restart), or of any agent when takeover is on
+//     (WithTakeover: a rollout that overlaps two agents).
 //
-// Otherwise an instance this process held and another agent took over is
-// left to that agent until its key is gone; the agent then registers it
-// again.
+// So of two agents with takeover on, the newer keeps the instance: the
+// older never takes it from the newer, and the newer takes it back if the
+// older registered it while the newer's lease was lost (a partition, a
+// pause) and its key gone with it. Otherwise an instance another agent
+// holds is left to that agent until its key is gone; the agent then
+// registers it again.
 
 // ref names one of the agent's instances.
 type ref struct{ pool, id string }
@@ -71,14 +77,40 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 		return "held under an earlier lease of this agent"
 	case a.stoppingOwner(r, e.Owner):
 		return "its agent is stopping (it drains the instance)"
-	case a.own.held[r]:
-		return "" // taken over from this process: never take it back
+	case e.Epoch >= a.epoch:
+		return "" // its agent started after this one (or with it)
 	case e.Agent == a.name:
 		return "held by an earlier run of this agent (same name)"
 	case a.o.takeover:
 		return "takeover is on"
 	}
 	return ""
+}
+
+// startEpoch returns the agent's epoch, which its registrations carry
+// (coordinator.Instance.Epoch): the etcd revision at which it first read
+// etcd, from the header of a read of in's key (a key the agent's role may
+// read), read once. An agent started after another has registered its
+// instances reads a later revision, whatever the hosts' clocks say.
+func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, error) {
+	a.mu.Lock()
+	e := a.epoch
+	a.mu.Unlock()
+	if e > 0 {
+		return e, nil
+	}
+	key := coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegInstances) + in.ID
+	resp, err := a.co.Client().Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, etcdclient.Op("read", key, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.epoch == 0 {
+		a.epoch = resp.Header.Revision
+		a.o.log.Info("agent epoch read", "epoch", a.epoch)
+	}
+	return a.epoch, nil
 }
 
 // stoppingOwner reports whether lease, which holds r, is one the agent

@@ -132,8 +132,12 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in config.Instance) error {
 	rctx, cancel := context.WithTimeout(ctx, a.o.requestTimeout)
 	defer cancel()
-	reg := coordinator.Instance{ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name}
-	_, err := a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), reg)
+	epoch, err := a.startEpoch(rctx, in)
+	if err != nil {
+		return err
+	}
+	reg := coordinator.Instance{ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name, Epoch: epoch}
+	_, err = a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), reg)
 	var owned *coordinator.InstanceOwnedError
 	if !errors.As(err, &owned) {
 		return err

@@ -413,3 +413,38 @@ func TestLeaseLossKeepsOperatorDrain(t *testing.T) {
 		t.Errorf("after the agent's lease loss i1 is %q under lease %x (old %x), want draining under the new one: the operator's drain was undone", in.State, in.Lease, old)
 	}
 }
+
+// TestRolloutResumesAfterNewAgentLosesLease: in a rollout, B took i1 over
+// from A (both have takeover on, as one manifest gives both pods). B's
+// lease is then lost (a partition, a pause): i1 goes with it, and A, which
+// still runs, registers it again as it must. B, back with a new lease,
+// must take it over again: i1 was not taken from B, it was registered
+// anew after B's key was gone. Before 2026-12-05 B left it to A for as
+// long as A lived, as it leaves an instance another agent took over from
+// it; B's /readyz then failed, and a rollout that waits for the new pod to
+// be ready before it stops the old one stalled.
+func TestRolloutResumesAfterNewAgentLosesLease(t *testing.T) {
+	_, cli, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2})
+	a, _ := startAgent(t, co, "a", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	slow := cfg
+	slow.TTL = config.Duration(10 * time.Second) // B learns of its lease's end seconds after A re-registers i1
+	b, _ := startAgent(t, co, "b", slow, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
+	testkit.Eventually(t, 5*time.Second, "A to see i1 taken over", func() bool { return len(a.Status().Foreign) == 1 })
+
+	lost := b.Status().Lease
+	etcdtest.Revoke(t, cli, lost)
+	testkit.Eventually(t, 5*time.Second, "A to register i1 again", func() bool {
+		return instanceMap(t, co)["i1"].Lease == a.Status().Lease
+	})
+	testkit.Eventually(t, 20*time.Second, "B to take i1 over again", func() bool {
+		in := instanceMap(t, co)["i1"]
+		return in.Lease != lost && in.Lease == b.Status().Lease && b.Status().Registered
+	})
+	rev := instanceMap(t, co)["i1"].Revision
+	testkit.Consistently(t, time.Second, "i1 left to B", func() bool {
+		return instanceMap(t, co)["i1"].Revision == rev
+	})
+}

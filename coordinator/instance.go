@@ -34,6 +34,8 @@ type InstanceOwnedError struct {
 	// Revision is the key's mod revision as read, 0 when not known.
 	// TakeOverInstance takes the key over only while it is unchanged.
 	Revision int64
+	// Epoch is the registration's Epoch: when its agent started.
+	Epoch int64
 }
 
 // Error implements error.
@@ -193,7 +195,7 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 // itself (an agent's owner check).
 func (in Instance) Refusal(pool string) *InstanceOwnedError {
 	return &InstanceOwnedError{Pool: pool, ID: in.ID, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping(),
-		Drained: in.State == InstanceDraining && !in.Stopping, Revision: in.Revision}
+		Drained: in.State == InstanceDraining && !in.Stopping, Revision: in.Revision, Epoch: in.Epoch}
 }
 
 func isOwnedBy(err error, lease clientv3.LeaseID) bool {

@@ -215,6 +215,13 @@ type Instance struct {
 	// rollout). An operator's write (SetInstanceState: poolctl drain or
 	// undrain) clears it, as does making the instance ready.
 	Stopping bool `json:"stopping,omitempty"`
+	// Epoch orders the agents that register instances: the etcd revision
+	// at which the registering agent process first read etcd, so that an
+	// agent started later has a higher one; 0 when not known (an agent of
+	// an older etcdpool). The agent package takes an instance over from
+	// another agent with takeover on only when that agent's epoch is
+	// lower, so the newer of two agents keeps it.
+	Epoch int64 `json:"epoch,omitempty"`
 
 	// Lease is the agent's lease; set on read.
 	Lease clientv3.LeaseID `json:"-"`
@@ -248,6 +255,9 @@ func (in Instance) validate() error {
 	}
 	if err := validLabels(in.Labels); err != nil {
 		return fmt.Errorf("instance %q: %w", in.ID, err)
+	}
+	if in.Epoch < 0 {
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q epoch %d is negative", in.ID, in.Epoch)}
 	}
 	return nil
 }

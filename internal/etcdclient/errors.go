@@ -197,9 +197,10 @@ func (e *OpError) Error() string {
 func (e *OpError) Unwrap() error { return e.Err }
 
 // Op returns err wrapped in an OpError when it is Permanent, and err
-// unchanged otherwise.
+// unchanged otherwise, or when an OpError in it names its request already.
 func Op(op, key string, err error) error {
-	if !IsPermanent(err) {
+	var named *OpError
+	if !IsPermanent(err) || errors.As(err, &named) {
 		return err
 	}
 	return &OpError{Op: op, Key: key, Err: err}
