@@ -467,3 +467,38 @@ func TestSidecarResumeRefusedForGoodGivesUp(t *testing.T) {
 		t.Errorf("Run gave up %v after its start, retrying a refusal for good for most of the TTL (%v)", took.Round(time.Millisecond), cfg.TTL)
 	}
 }
+
+// TestSidecarFailedResumeSIGTERMEndsGrace: a restarted sidecar that cannot
+// resume its seat keeps the old lease alive while its app stops, as after
+// a loss: the loss grace, then AppStopWithin from the seat file's "lost".
+// A SIGTERM ends the loss grace, as it does after a loss (lose), so the
+// pod stops within AppStopWithin, not a loss grace later. Found by a
+// review (2026-12-05): the wait was the longer of the two, whatever came.
+func TestSidecarFailedResumeSIGTERMEndsGrace(t *testing.T) {
+	_, cli, co := setup(t)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 1})
+	cfg := sidecarConfig(t)
+	old := crashedRun(t, cli, co, cfg, 2*time.Second, StateHeld)
+	// A TTL other than the lease's: the resume fails (leaseFits) with the
+	// old lease resumed and the seat still on it.
+	cfg.TTL, cfg.AppStopWithin, cfg.LossGrace = config.Duration(4*time.Second), config.Duration(1500*time.Millisecond), config.Duration(20*time.Second)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- NewSidecar(co, cfg).Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "the seat file to say lost", func() bool {
+		rec, err := ReadSeatFile(cfg.SeatFile)
+		return err == nil && rec.State == StateLost && rec.Token == old.Token()
+	})
+	stop() // SIGTERM
+	stopped := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after SIGTERM: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("5 s after SIGTERM the sidecar still waits; AppStopWithin is %v, the loss grace %v", cfg.AppStopWithin, cfg.LossGrace)
+	}
+	t.Logf("Run returned %v after SIGTERM", time.Since(stopped).Round(time.Millisecond))
+}
