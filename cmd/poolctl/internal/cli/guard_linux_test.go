@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -122,5 +123,49 @@ func TestGuardRefusesPastDeadline(t *testing.T) {
 	}
 	if !errors.Is(err, errPastDeadline) {
 		t.Fatalf("startGroup past the deadline: %v; want errPastDeadline", err)
+	}
+}
+
+// TestGuardWithoutFirstLineStartsNothing: startGroup writes the session's
+// deadline into the guard's control pipe before it starts the guard. A
+// guard that finds the pipe closed with no line in it has a poolctl gone
+// already (killed between the two): nobody holds a seat for the command,
+// so it must not start it. Found by a review (2026-12-05): it started the
+// command with no deadline at all.
+func TestGuardWithoutFirstLineStartsNothing(t *testing.T) {
+	path, err := lookCommand("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stR.Close()
+	ctlW.Close() // poolctl is gone before its first line
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe", Args: []string{"poolctl", guardArg, path, "sh", "-c", `touch "$M"`},
+		Env: append(os.Environ(), "M="+marker), ExtraFiles: []*os.File{ctlR, stW},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctlR.Close()
+	stW.Close()
+	status, _ := io.ReadAll(stR)
+	err = cmd.Wait()
+	time.Sleep(200 * time.Millisecond) // a command started would have touched its marker by now
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != ExitError {
+		t.Errorf("the guard ended with %v; want exit %d", err, ExitError)
+	}
+	if strings.Contains(string(status), "pid ") || exists(marker) {
+		t.Errorf("the guard started the command without a deadline (status %q, marker there: %v)", status, exists(marker))
 	}
 }
