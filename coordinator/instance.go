@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/etcdpool/etcdpool/internal/retry"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -168,6 +170,9 @@ func (c *Coordinator) instancePut(pool string, lease clientv3.LeaseID, in *Insta
 	if err := in.validate(); err != nil {
 		return clientv3.Op{}, err
 	}
+	if err := cmp.Or(printableText("addr", in.Addr), printableText("agent", in.Agent)); err != nil {
+		return clientv3.Op{}, fmt.Errorf("instance %q: %w", in.ID, err)
+	}
 	val, _ := json.Marshal(in)
 	return clientv3.OpPut(c.k.instance(pool, in.ID), string(val), clientv3.WithLease(lease)), nil
 }
@@ -183,9 +188,7 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 	if len(kvs) == 0 {
 		return fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, id, pool)
 	}
-	var in Instance
-	_ = json.Unmarshal(kvs[0].Value, &in)
-	in.ID, in.Lease, in.Revision = id, clientv3.LeaseID(kvs[0].Lease), kvs[0].ModRevision
+	in, _ := readInstance(id, kvs[0]) // whatever it holds, its lease holds it
 	return in.Refusal(pool)
 }
 
@@ -335,11 +338,30 @@ func (c *Coordinator) instance(ctx context.Context, pool, id string) (Instance, 
 		}
 		return Instance{}, fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, id, pool)
 	}
+	in, err := readInstance(id, resp.Kvs[0])
+	if err != nil {
+		return Instance{}, err
+	}
+	return in, nil
+}
+
+// readInstance decodes kv, the key of instance id, as read: Lease and
+// Revision from the key, defaults filled in. The error says why kv does
+// not hold a valid instance of that ID (ErrInvalid); the Instance is then
+// what could be read of it, with its ID, to describe its holder by.
+func readInstance(id string, kv *mvccpb.KeyValue) (Instance, error) {
 	var in Instance
-	if err := json.Unmarshal(resp.Kvs[0].Value, &in); err != nil {
-		return Instance{}, fmt.Errorf("%w: instance %q: %v", ErrInvalid, id, err)
+	err := json.Unmarshal(kv.Value, &in)
+	switch {
+	case err != nil:
+		err = &InvalidError{Kind: ErrInvalid, Key: string(kv.Key), Reason: fmt.Sprintf("not an instance: %v", err)}
+	case in.ID != id:
+		err = &InvalidError{Kind: ErrInvalid, Key: string(kv.Key), Reason: fmt.Sprintf("holds instance %q", shortName(in.ID))}
 	}
 	in.defaults()
-	in.Lease, in.Revision = clientv3.LeaseID(resp.Kvs[0].Lease), resp.Kvs[0].ModRevision
-	return in, nil
+	if err == nil {
+		err = in.validate()
+	}
+	in.ID, in.Lease, in.Revision = id, clientv3.LeaseID(kv.Lease), kv.ModRevision
+	return in, err
 }

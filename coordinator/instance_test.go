@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdpool/etcdpool/coordinator"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
@@ -294,5 +296,49 @@ func TestInstanceStoppingOnlyByItsAgent(t *testing.T) {
 		if err != nil || in.Stopping != st.stopping {
 			t.Fatalf("%s: stopping %v (%v), want %v", st.what, in.Stopping, err, st.stopping)
 		}
+	}
+}
+
+// TestInstanceTextChecked: an instance's address and agent are bounded
+// text. Where an instance is written they must be printable: a claimant
+// passes the address on (poolctl run's ETCDPOOL_INSTANCE_ADDR, where a NUL
+// makes the command's start fail) and operators read both; they were
+// free-form. Where one is read, they must be valid UTF-8 (which JSON
+// decoding makes them) of that length, as every stored text: a key that
+// another client wrote with a longer address is not an instance, and no
+// claim binds to it.
+func TestInstanceTextChecked(t *testing.T) {
+	c, cli := newCoord(t)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 3})
+	lease := testkit.Session(t, cli, 30*time.Second).Lease()
+	for _, in := range []coordinator.Instance{
+		{ID: "nul", Addr: "h:1\x00"},
+		{ID: "esc", Addr: "h:1", Agent: "a\x1b]0;pwned\x07"},
+		{ID: "bidi", Addr: "h\u202e:1"},
+		{ID: "utf8", Addr: "h:\xff"},
+		{ID: "long", Addr: strings.Repeat("h", coordinator.MaxAddrLen+1)},
+		{ID: "longagent", Agent: strings.Repeat("a", coordinator.MaxHolderLen+1)},
+	} {
+		if _, err := c.RegisterInstance(ctx, "p", lease, in); !errors.Is(err, coordinator.ErrInvalid) {
+			t.Errorf("register %q: %v; want ErrInvalid", in.ID, err)
+		}
+	}
+	if _, err := c.RegisterInstance(ctx, "p", lease, coordinator.Instance{ID: "ok", Addr: "10.0.0.5:9000", Agent: "pod-7"}); err != nil {
+		t.Fatal(err)
+	}
+	key := coordinator.SegPrefix(c.Prefix(), "p", coordinator.SegInstances) + "w0"
+	long := fmt.Sprintf(`{"id":"w0","seats":1,"state":"ready","addr":%q}`, strings.Repeat("h", coordinator.MaxAddrLen+1))
+	if _, err := cli.Put(ctx, key, long, clientv3.WithLease(lease)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInstance(ctx, "p", "w0"); !errors.Is(err, coordinator.ErrInvalid) {
+		t.Errorf("GetInstance of a key whose address is too long: %v; want ErrInvalid", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if cl, err := c.Claim(cctx, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithInstance("w0")); err == nil {
+		in, _ := cl.Instance()
+		t.Fatalf("a claim bound to w0, whose address is %d bytes", len(in.Addr))
 	}
 }

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -154,11 +153,9 @@ func (c *Coordinator) instanceAt(ctx context.Context, pool, id string, rev int64
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: adopt: read instance %q: %w", id, err)
 	}
-	var in Instance
-	if len(resp.Kvs) == 1 && json.Unmarshal(resp.Kvs[0].Value, &in) == nil {
-		in.defaults()
-		in.Lease, in.Revision = clientv3.LeaseID(resp.Kvs[0].Lease), resp.Kvs[0].ModRevision
+	in := Instance{ID: id}
+	if len(resp.Kvs) == 1 {
+		in, _ = readInstance(id, resp.Kvs[0]) // what the seat was bound to, as it was
 	}
-	in.ID = id
 	return &in, nil
 }

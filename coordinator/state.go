@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -172,18 +171,12 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		s.spec, s.specErr = decodeSpec(s.pool, kv.Value)
 		s.countAbove()
 	case segInstances:
-		var in Instance
-		if json.Unmarshal(kv.Value, &in) != nil || in.ID != pk.Name {
+		in, err := readInstance(pk.Name, kv)
+		if err != nil {
 			s.unadmit(pk.Name, kv) // not ours to admit; claims never bind to it
 			return
 		}
-		in.defaults()
-		if in.validate() != nil {
-			s.unadmit(pk.Name, kv)
-			return
-		}
 		delete(s.unadmitted, string(kv.Key))
-		in.Lease, in.Revision = clientv3.LeaseID(kv.Lease), kv.ModRevision
 		s.instances[pk.Name] = in
 	case segSeats:
 		if _, had := s.seats[pk.Slot]; !had && pk.Slot >= s.spec.Capacity {

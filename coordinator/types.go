@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdpool/etcdpool/internal/termsafe"
 )
 
 // Bounds on input. They keep keys short, specs small and every pool within
@@ -29,8 +31,10 @@ const (
 	MaxTTL = 24 * time.Hour
 	// DefaultSeatTTL is the seat TTL of a spec that sets none.
 	DefaultSeatTTL = 10 * time.Second
-	// MaxHolderLen bounds a holder identity.
+	// MaxHolderLen bounds a holder identity, and an instance's agent.
 	MaxHolderLen = 256
+	// MaxAddrLen bounds an instance's address.
+	MaxAddrLen = 1024
 )
 
 // PoolSpec is a pool's configuration, stored as JSON in its spec key.
@@ -256,8 +260,38 @@ func (in Instance) validate() error {
 	if err := validLabels(in.Labels); err != nil {
 		return fmt.Errorf("instance %q: %w", in.ID, err)
 	}
+	if err := instanceText("addr", in.Addr, MaxAddrLen); err != nil {
+		return fmt.Errorf("instance %q: %w", in.ID, err)
+	}
+	if err := instanceText("agent", in.Agent, MaxHolderLen); err != nil {
+		return fmt.Errorf("instance %q: %w", in.ID, err)
+	}
 	if in.Epoch < 0 {
 		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q epoch %d is negative", in.ID, in.Epoch)}
+	}
+	return nil
+}
+
+// instanceText checks a free-form field of an instance (its address, its
+// agent's name) as every reader takes it: at most max bytes of valid
+// UTF-8. Where an instance is written it must be printable as well
+// (instancePut).
+func instanceText(what, s string, max int) error {
+	if len(s) > max {
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("%s is %d bytes, more than %d", what, len(s), max)}
+	}
+	return validText(what, s)
+}
+
+// printableText checks a free-form field of an instance where it is
+// written: no control or invisible characters (termsafe). Claimants pass
+// the address on, to a command's environment (poolctl run), where a NUL
+// cannot go, and operators read both. Readers take what an older client
+// wrote, as the library does for every stored text (README, poolctl
+// doctor).
+func printableText(what, s string) error {
+	if err := termsafe.Check(s); err != nil {
+		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("%s %q: %v", what, shortName(s), err)}
 	}
 	return nil
 }
