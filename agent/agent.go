@@ -29,7 +29,8 @@ type Agent struct {
 	registered bool                 // every instance registered in sess
 	draining   bool
 	own        ownership
-	epoch      int64 // coordinator.Instance.Epoch of its registrations; 0 until read (owner.go)
+	epoch      int64 // coordinator.Instance.Epoch of its registrations (owner.go)
+	epochFixed bool  // a registration carrying epoch has written
 }
 
 // Status is the agent's state as its health endpoints report it.

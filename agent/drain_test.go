@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
+	"github.com/etcdpool/etcdpool/internal/roles"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -100,12 +104,82 @@ func TestDrainEndsWhenPoolDeleted(t *testing.T) {
 	if err := co.DeletePool(ctx, "p", true); err != nil {
 		t.Fatal(err)
 	}
+	stoppedWithin(t, stopped, 3*time.Second, "its pool was deleted")
+}
+
+// stoppedWithin fails the test unless Run's result arrives on stopped,
+// nil, within d of what happened.
+func stoppedWithin(t *testing.T, stopped <-chan error, d time.Duration, what string) {
+	t.Helper()
 	select {
 	case err := <-stopped:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("3 s after its pool was deleted, the agent still drains")
+	case <-time.After(d):
+		t.Fatalf("%v after %s, the agent still drains", d, what)
+	}
+}
+
+// TestDrainUnderAgentRole: the agent under exactly its documented role
+// (roles.Permissions) reads its epoch and counts the seats held on its
+// instances while it drains: it waits while one is held, and ends once it
+// is released, with no read refused.
+func TestDrainUnderAgentRole(t *testing.T) {
+	c, cli, _ := setup(t)
+	root := etcdtest.EnableAuth(t, cli)
+	rco := testkit.Coordinator(t, root)
+	testkit.CreatePool(t, rco, "p", coordinator.PoolSpec{Capacity: 2})
+	ctx := testkit.Ctx(t, 30*time.Second)
+	name := roles.Name(coordinator.DefaultPrefix, "p", roles.Agent)
+	if err := roles.Apply(ctx, root, name, roles.Permissions(coordinator.DefaultPrefix, "p", roles.Agent)); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.AddUser(t, root, "agent", "pw", name)
+	var buf testkit.SyncBuffer
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	cfg.Pools = nil
+	cfg.DrainTimeout = config.Duration(10 * time.Second)
+	aco := testkit.Coordinator(t, etcdtest.UserClient(t, c.Endpoints(), "agent", "pw"))
+	a, stop := startAgent(t, aco, "test", cfg, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	cl := testkit.Claim(t, rco, testkit.Session(t, root, 30*time.Second), "p", coordinator.WithInstance("i1"))
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("the drain ended with a seat held on i1: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stoppedWithin(t, stopped, 3*time.Second, "the release")
+	if strings.Contains(buf.String(), "cannot count") || strings.Contains(buf.String(), "denied") {
+		t.Errorf("the agent's log:\n%s", buf.String())
+	}
+}
+
+// TestDrainOnLowMaxTxnOps: an agent of 8 instances, none held, on an etcd
+// whose --max-txn-ops is 16, drains at once. Found by a review
+// (2026-12-05): each poll's txn of 17 operations was refused, and the
+// drain waited its whole timeout.
+func TestDrainOnLowMaxTxnOps(t *testing.T) {
+	url := etcdtest.StartMaxTxnOps(t, 16)
+	co := testkit.Coordinator(t, testkit.Client(t, url))
+	var ins []config.Instance
+	for i := range 8 {
+		ins = append(ins, config.Instance{Pool: "p", ID: fmt.Sprintf("i%d", i)})
+	}
+	cfg := agentConfig(ins...)
+	cfg.DrainTimeout = config.Duration(5 * time.Second)
+	a, stop := startAgent(t, co, "test", cfg)
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a drain with no seat held took %v (drain timeout 5s)", d.Round(time.Millisecond))
 	}
 }

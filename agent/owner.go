@@ -77,8 +77,8 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 		return "held under an earlier lease of this agent"
 	case a.stoppingOwner(r, e.Owner):
 		return "its agent is stopping (it drains the instance)"
-	case e.Epoch >= a.epoch:
-		return "" // its agent started after this one (or with it)
+	case !a.olderHolder(r, e):
+		return ""
 	case e.Agent == a.name:
 		return "held by an earlier run of this agent (same name)"
 	case a.o.takeover:
@@ -87,16 +87,37 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 	return ""
 }
 
+// olderHolder reports whether e's agent started before this one, so that
+// this one may take r over from it (takeoverReason): by its epoch, lower
+// than ours. A registration without an epoch (0) was written by an
+// etcdpool before 2026-12-05, or rewritten by one (an older poolctl's
+// drain drops it): its agent may have started after this one (a rollback
+// starts older versions last), so the rule before epochs holds for it:
+// older, unless this process has held r, which that agent then took
+// over. Equal epochs (two agents that first registered at the same
+// revision) are neither: each leaves r to the other. Called with a.mu
+// held.
+func (a *Agent) olderHolder(r ref, e *coordinator.InstanceOwnedError) bool {
+	if e.Epoch == 0 {
+		return !a.own.held[r]
+	}
+	return a.epoch > 0 && e.Epoch < a.epoch
+}
+
 // startEpoch returns the agent's epoch, which its registrations carry
-// (coordinator.Instance.Epoch): the etcd revision at which it first read
-// etcd, from the header of a read of in's key (a key the agent's role may
-// read), read once. An agent started after another has registered its
-// instances reads a later revision, whatever the hosts' clocks say.
+// (coordinator.Instance.Epoch): the etcd revision before its first
+// registration that wrote, from the header of a read of in's key (a key
+// the agent's role may read). It is read again before each registration
+// until one has written (fixEpoch): an agent whose pool did not exist yet
+// must not keep a revision that an agent started later may read too, no
+// write having come between. So an agent started after another has
+// registered its instances has a later epoch, whatever the hosts' clocks
+// say; only two agents whose first registrations race can tie.
 func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, error) {
 	a.mu.Lock()
-	e := a.epoch
+	e, fixed := a.epoch, a.epochFixed
 	a.mu.Unlock()
-	if e > 0 {
+	if fixed {
 		return e, nil
 	}
 	key := coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegInstances) + in.ID
@@ -106,11 +127,21 @@ func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, erro
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.epoch == 0 {
+	if !a.epochFixed {
 		a.epoch = resp.Header.Revision
-		a.o.log.Info("agent epoch read", "epoch", a.epoch)
 	}
 	return a.epoch, nil
+}
+
+// fixEpoch keeps the agent's epoch from now on: a registration carrying
+// it has written.
+func (a *Agent) fixEpoch() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.epochFixed {
+		a.epochFixed = true
+		a.o.log.Info("agent epoch", "epoch", a.epoch)
+	}
 }
 
 // stoppingOwner reports whether lease, which holds r, is one the agent
@@ -157,6 +188,10 @@ func (a *Agent) foreignOwner(r ref, e *coordinator.InstanceOwnedError) {
 	log := a.o.log.With("pool", r.pool, "instance", r.id, "owner", e.Agent, "owner_lease", leaseHex(e.Owner))
 	if held {
 		log.Warn("instance taken over by another agent; leaving it to that agent until it is gone")
+		return
+	}
+	if a.o.takeover {
+		log.Warn("instance held by an agent that started after this one (or with it); waiting until it is free")
 		return
 	}
 	log.Warn("instance held by another agent's live lease; waiting until it is free (serve --takeover takes it over)")

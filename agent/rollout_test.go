@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/config"
@@ -446,5 +448,88 @@ func TestRolloutResumesAfterNewAgentLosesLease(t *testing.T) {
 	rev := instanceMap(t, co)["i1"].Revision
 	testkit.Consistently(t, time.Second, "i1 left to B", func() bool {
 		return instanceMap(t, co)["i1"].Revision == rev
+	})
+}
+
+// TestOlderVersionTakeoverKept: a rollback to an etcdpool from before
+// 2026-12-05. Its pod starts last and, takeover on, takes i1 over from B,
+// writing no epoch. B must leave it, as it did before epochs (it had held
+// i1): that pod never takes back an instance taken from it, so it would
+// never turn ready, and the rollback would stall. Found by a review
+// (2026-12-05): B took it back within an owner check, epoch 0 reading as
+// the oldest.
+func TestOlderVersionTakeoverKept(t *testing.T) {
+	_, cli, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2})
+	b, _ := startAgent(t, co, "b", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
+	old := testkit.Session(t, cli, 30*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	reg := coordinator.Instance{ID: "i1", Addr: "h:1", Seats: 2, Agent: "old-version"}
+	_, err := co.RegisterInstance(ctx, "p", old.Lease(), reg)
+	var owned *coordinator.InstanceOwnedError
+	if !errors.As(err, &owned) {
+		t.Fatalf("register: %v", err)
+	}
+	if _, err := co.TakeOverInstance(ctx, "p", owned, old.Lease(), reg); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Consistently(t, 2*time.Second, "i1 left to the old-version agent started after B", func() bool {
+		return instanceMap(t, co)["i1"].Lease == old.Lease()
+	})
+}
+
+// TestEpochNotKeptBeforeFirstWrite: A starts before its pool exists, so its
+// registrations write nothing; B starts later and, no write having come
+// between, reads the revision A read. Once the pool is created A registers
+// first. B, the newer agent with takeover on, must take i1 over: an epoch
+// is read again until a registration has written, so A's is the pool's
+// creation or later, and B's later still. Found by a review (2026-12-05):
+// A kept its first read, the two epochs tied, and B left i1 to A.
+func TestEpochNotKeptBeforeFirstWrite(t *testing.T) {
+	c, _, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	cfg.Pools = nil // created below
+	a, _ := startAgent(t, co, "a", cfg, WithTakeover(true))
+	epoch := func(x *Agent) int64 { x.mu.Lock(); defer x.mu.Unlock(); return x.epoch }
+	testkit.Eventually(t, 10*time.Second, "A to read an epoch", func() bool { return epoch(a) > 0 })
+	px := etcdtest.NewProxy(t, c.Endpoint(0))
+	slow := cfg
+	slow.TTL = config.Duration(15 * time.Second) // its session outlives the blackhole
+	b, _ := startAgent(t, testkit.Coordinator(t, testkit.Client(t, px.URL())), "b", slow, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "B to read an epoch", func() bool { return epoch(b) > 0 })
+	px.Blackhole()
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	testkit.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	px.Restore()
+	testkit.Eventually(t, 15*time.Second, "B, started later with takeover on, to take i1 over", func() bool {
+		return instanceMap(t, co)["i1"].Lease == b.Status().Lease && b.Status().Registered
+	})
+	if ea, eb := epoch(a), epoch(b); ea >= eb {
+		t.Errorf("epochs: A %d, B %d; want A's lower", ea, eb)
+	}
+}
+
+// TestOldPoolctlDrainNoFlip: an operator with an etcdpool from before
+// 2026-12-05 drains i1, held by B, the newer agent: the read-modify-write
+// of that poolctl drops the epoch. A, the older agent, which B took i1
+// from, must not take it over: an instance without an epoch is judged by
+// the rule before epochs, and A had held it. Found by a review
+// (2026-12-05): A took it over (0 below its epoch), then B took it back.
+func TestOldPoolctlDrainNoFlip(t *testing.T) {
+	_, cli, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1", Seats: 2})
+	a, _ := startAgent(t, co, "a", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
+	b, _ := startAgent(t, co, "b", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
+	testkit.Eventually(t, 5*time.Second, "A to see i1 taken over", func() bool { return len(a.Status().Foreign) == 1 })
+	ctx := testkit.Ctx(t, 10*time.Second)
+	key := coordinator.SegPrefix(co.Prefix(), "p", coordinator.SegInstances) + "i1"
+	if _, err := cli.Put(ctx, key, `{"id":"i1","addr":"h:1","seats":2,"state":"draining","agent":"b"}`, clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Consistently(t, 2*time.Second, "i1 left to B", func() bool {
+		return instanceMap(t, co)["i1"].Lease == b.Status().Lease
 	})
 }

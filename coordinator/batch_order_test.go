@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/etcdpool/etcdpool/coordinator"
-	"github.com/etcdpool/etcdpool/internal/embedetcd"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -98,19 +98,10 @@ func grantsBehind(r *pb.TxnRequest) bool {
 	return false
 }
 
-// TestGrantsOnLowMaxTxnOps: on an etcd whose --max-txn-ops is set below
-// the default the head's chain of grants is cut to (128), etcd refuses the
-// head's txn as too many operations, having applied nothing. The head must
-// then claim alone, and every waiter still be granted in queue order. And
-// only the first heads may pay for a refused txn: the Coordinator chains
-// fewer grants from then on. (At 16 ops, each head sent a refused chain
-// until 2 waiters were left behind it: 9 refusals for 12 waiters.)
-func TestGrantsOnLowMaxTxnOps(t *testing.T) {
-	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+// tooManyOpsClient returns a client of url that counts the requests etcd
+// refuses as too many operations (its --max-txn-ops).
+func tooManyOpsClient(t *testing.T, url string) (*clientv3.Client, *atomic.Int32) {
+	t.Helper()
 	var refused atomic.Int32
 	ic := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		err := invoker(ctx, method, req, reply, cc, opts...)
@@ -119,7 +110,18 @@ func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 		}
 		return err
 	}
-	cli := newObservedClient(t, srv.ClientURL(), ic)
+	return newObservedClient(t, url, ic), &refused
+}
+
+// TestGrantsOnLowMaxTxnOps: on an etcd whose --max-txn-ops is set below
+// the default the head's chain of grants is cut to (128), etcd refuses the
+// head's txn as too many operations, having applied nothing. The head must
+// then claim alone, and every waiter still be granted in queue order. And
+// only the first heads may pay for a refused txn: the Coordinator chains
+// fewer grants from then on. (At 16 ops, each head sent a refused chain
+// until 2 waiters were left behind it: 9 refusals for 12 waiters.)
+func TestGrantsOnLowMaxTxnOps(t *testing.T) {
+	cli, refused := tooManyOpsClient(t, etcdtest.StartMaxTxnOps(t, 16))
 	c := testkit.Coordinator(t, cli)
 	ctx := testkit.Ctx(t, 60*time.Second)
 	const capacity, waiters = 12, 12
@@ -163,11 +165,7 @@ func TestGrantsOnLowMaxTxnOps(t *testing.T) {
 // remembers the refusal: the next release of the same shape goes alone at
 // once, without a refused txn first.
 func TestRefusedHandoffReleasesAlone(t *testing.T) {
-	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	url := etcdtest.StartMaxTxnOps(t, 9)
 	var refusals atomic.Int64
 	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		err := invoker(ctx, method, req, reply, cc, opts...)
@@ -176,7 +174,7 @@ func TestRefusedHandoffReleasesAlone(t *testing.T) {
 		}
 		return err
 	}
-	cli := newDialedClient(t, srv.ClientURL(), grpc.WithChainUnaryInterceptor(count))
+	cli := newDialedClient(t, url, grpc.WithChainUnaryInterceptor(count))
 	m := &countingMetrics{}
 	c := testkit.Coordinator(t, cli, coordinator.WithMetrics(m))
 	ctx := testkit.Ctx(t, 30*time.Second)
@@ -231,12 +229,8 @@ func fullPool(t *testing.T, ctx context.Context, c *coordinator.Coordinator, cli
 // its waiting record (it does not take the refusal for one of its record
 // and wait unrecorded), and the waiter behind it is served.
 func TestUnprovenStepOutOnLowMaxTxnOps(t *testing.T) {
-	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	cli := newDialedClient(t, srv.ClientURL())
+	url := etcdtest.StartMaxTxnOps(t, 9)
+	cli := newDialedClient(t, url)
 	c := testkit.Coordinator(t, cli)
 	ctx := testkit.Ctx(t, 30*time.Second)
 	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 9, TenantLimits: map[string]int{"a": 9}})

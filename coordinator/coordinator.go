@@ -31,6 +31,9 @@ type Coordinator struct {
 	// handoffOps is the count of the smallest release txn with a hand-off
 	// that etcd refused as too many operations; 0 until then (handoff.go).
 	handoffOps atomic.Int64
+	// loadBatch is how many instances an InstanceLoads txn reads, once
+	// etcd refused more as too many operations; 0 until then (load.go).
+	loadBatch atomic.Int64
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc

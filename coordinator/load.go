@@ -2,8 +2,10 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -19,7 +21,10 @@ type InstanceLoad struct {
 }
 
 // loadsPerTxn is how many instances one InstanceLoads txn reads: two
-// operations each, and the pool's spec, well within etcd's --max-txn-ops.
+// operations each, and the pool's spec, within etcd's default
+// --max-txn-ops. An etcd with a lower limit refuses such a txn as too many
+// operations: the batch is then halved until etcd takes it, and kept so
+// for the Coordinator's later calls (loadBatch).
 const loadsPerTxn = 32
 
 // InstanceLoads reads, for each of the instances ids of pool, the lease
@@ -28,8 +33,8 @@ const loadsPerTxn = 32
 // It reads each instance's key and counts its slot keys (a count-only
 // range), so its cost grows with len(ids), not with the pool's seats,
 // waiters or instances: an agent that waits for its instances to go idle
-// polls it. loadsPerTxn instances are read in one txn, at one revision.
-// ErrPoolNotFound when the pool does not exist.
+// polls it. Up to loadsPerTxn instances are read in one txn, at one
+// revision. ErrPoolNotFound when the pool does not exist.
 func (c *Coordinator) InstanceLoads(ctx context.Context, pool string, ids ...string) (map[string]InstanceLoad, error) {
 	if err := ValidateName(pool); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
@@ -41,14 +46,12 @@ func (c *Coordinator) InstanceLoads(ctx context.Context, pool string, ids ...str
 	}
 	out := make(map[string]InstanceLoad, len(ids))
 	for first := true; first || len(ids) > 0; first = false {
-		batch := ids[:min(len(ids), loadsPerTxn)]
-		ids = ids[len(batch):]
-		ops := []clientv3.Op{clientv3.OpGet(c.k.spec(pool), clientv3.WithCountOnly())}
-		for _, id := range batch {
-			ops = append(ops, clientv3.OpGet(c.k.instance(pool, id)),
-				clientv3.OpGet(c.k.binds(pool, id), clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		batch := ids[:min(len(ids), c.loadsPerTxn())]
+		resp, err := c.readLoads(ctx, pool, batch)
+		if errors.Is(err, rpctypes.ErrTooManyOps) && len(batch) > 1 {
+			lowerTo(&c.loadBatch, int64(len(batch)/2)) // and the same ids again, fewer at a time
+			continue
 		}
-		resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, fmt.Errorf("coordinator: read the load of pool %q's instances: %w", pool, err)
 		}
@@ -63,6 +66,26 @@ func (c *Coordinator) InstanceLoads(ctx context.Context, pool string, ids ...str
 			l.Bound = int(resp.Responses[2+2*i].GetResponseRange().Count)
 			out[id] = l
 		}
+		ids = ids[len(batch):]
 	}
 	return out, nil
+}
+
+// loadsPerTxn is how many instances an InstanceLoads txn reads now.
+func (c *Coordinator) loadsPerTxn() int {
+	if n := c.loadBatch.Load(); n > 0 {
+		return int(n)
+	}
+	return loadsPerTxn
+}
+
+// readLoads reads the spec of pool and, for each of ids, its instance key
+// and the count of its slot keys, in one txn.
+func (c *Coordinator) readLoads(ctx context.Context, pool string, ids []string) (*clientv3.TxnResponse, error) {
+	ops := []clientv3.Op{clientv3.OpGet(c.k.spec(pool), clientv3.WithCountOnly())}
+	for _, id := range ids {
+		ops = append(ops, clientv3.OpGet(c.k.instance(pool, id)),
+			clientv3.OpGet(c.k.binds(pool, id), clientv3.WithPrefix(), clientv3.WithCountOnly()))
+	}
+	return c.cli.Txn(ctx).Then(ops...).Commit()
 }

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdpool/etcdpool/coordinator"
+	"github.com/etcdpool/etcdpool/internal/etcdtest"
 	"github.com/etcdpool/etcdpool/internal/testkit"
 )
 
@@ -72,5 +73,45 @@ func TestInstanceLoads(t *testing.T) {
 	}
 	if _, err := c.InstanceLoads(ctx, "p", "bad/id"); !errors.Is(err, coordinator.ErrInvalid) {
 		t.Errorf("a bad instance id: %v, want ErrInvalid", err)
+	}
+}
+
+// TestInstanceLoadsOnLowMaxTxnOps: on an etcd whose --max-txn-ops is 16,
+// InstanceLoads reads 40 instances all the same, fewer per txn, and only
+// its first call pays for refused txns. Found by a review (2026-12-05):
+// every call failed, and a draining agent waited its whole timeout.
+func TestInstanceLoadsOnLowMaxTxnOps(t *testing.T) {
+	cli, refused := tooManyOpsClient(t, etcdtest.StartMaxTxnOps(t, 16))
+	c := testkit.Coordinator(t, cli)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	testkit.CreatePool(t, c, "p", coordinator.PoolSpec{Capacity: 2})
+	lease := testkit.Session(t, cli, 30*time.Second).Lease()
+	var ids []string
+	for i := range 40 {
+		id := fmt.Sprintf("x%d", i)
+		if _, err := c.RegisterInstance(ctx, "p", lease, coordinator.Instance{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	mustClaim(t, ctx, c, testkit.Session(t, cli, 30*time.Second), "p", coordinator.WithInstance("x39"))
+	for call := range 2 {
+		before := refused.Load()
+		got, err := c.InstanceLoads(ctx, "p", ids...)
+		if err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		for i, id := range ids {
+			want := coordinator.InstanceLoad{Lease: lease, Bound: 0}
+			if i == 39 {
+				want.Bound = 1
+			}
+			if got[id] != want {
+				t.Errorf("call %d: %s: %+v, want %+v", call, id, got[id], want)
+			}
+		}
+		if n := refused.Load() - before; (call == 0 && n > 3) || (call == 1 && n != 0) {
+			t.Errorf("call %d: %d txns refused as too many operations", call, n)
+		}
 	}
 }

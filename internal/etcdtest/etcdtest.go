@@ -28,6 +28,18 @@ type Cluster struct {
 // Start starts one member and stops it when the test ends.
 func Start(t testing.TB) *Cluster { return StartCluster(t, 1) }
 
+// StartMaxTxnOps starts one member whose --max-txn-ops is n, stops it when
+// the test ends, and returns its client URL.
+func StartMaxTxnOps(t testing.TB, n uint) string {
+	t.Helper()
+	srv, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), ClientAddr: testkit.FreeAddr(t), PeerAddr: testkit.FreeAddr(t), MaxTxnOps: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv.ClientURL()
+}
+
 // StartCluster starts n members that form one cluster and stops them when the
 // test ends. Members run without fsync: tests trade durability for speed.
 // A port taken between its reservation and etcd's bind (by a test in another
