@@ -30,7 +30,7 @@ type Agent struct {
 	draining   bool
 	own        ownership
 	epoch      int64 // coordinator.Instance.Epoch of its registrations (owner.go)
-	epochFixed bool  // a registration carrying epoch has written
+	epochFixed bool  // epoch is kept: one of its pools was found
 }
 
 // Status is the agent's state as its health endpoints report it.

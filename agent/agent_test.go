@@ -212,3 +212,25 @@ func get(t *testing.T, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestAgentKeepsUnknownState: a newer etcdpool writes a state this version
+// does not know on the agent's instance, keeping the agent's lease (as
+// poolctl drain does). The agent must leave it as it is: claims of this
+// version do not bind to it, and its writer meant it. Found by a review
+// (2026-12-05): once GetInstance judged values, the agent took it for
+// corrupt and wrote the instance back as ready within its owner check.
+func TestAgentKeepsUnknownState(t *testing.T) {
+	_, cli, co := setup(t)
+	a := runAgent(t, co, agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1"}), WithOwnerCheckInterval(100*time.Millisecond))
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	ctx := testkit.Ctx(t, 10*time.Second)
+	key := coordinator.SegPrefix(co.Prefix(), "p", coordinator.SegInstances) + "i1"
+	newer := `{"id":"i1","addr":"h:1","seats":1,"state":"cordoned","agent":"test"}`
+	if _, err := cli.Put(ctx, key, newer, clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Consistently(t, 2*time.Second, "the newer write left as it is", func() bool {
+		r, err := cli.Get(ctx, key)
+		return err == nil && len(r.Kvs) == 1 && string(r.Kvs[0].Value) == newer
+	})
+}

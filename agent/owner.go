@@ -27,9 +27,10 @@ import (
 //     undone rollout, the newer agent stopped first, whose holders keep
 //     their seats instead of losing them at its drain timeout, or
 //   - a lease of an agent that started before this one (a lower
-//     coordinator.Instance.Epoch): of an earlier run of an agent with the
-//     same name (a restart), or of any agent when takeover is on
-//     (WithTakeover: a rollout that overlaps two agents).
+//     coordinator.Instance.Epoch, startEpoch; for a registration without
+//     one, olderHolder): of an earlier run of an agent with the same name
+//     (a restart), or of any agent when takeover is on (WithTakeover: a
+//     rollout that overlaps two agents).
 //
 // So of two agents with takeover on, the newer keeps the instance: the
 // older never takes it from the newer, and the newer takes it back if the
@@ -94,8 +95,8 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 // drain drops it): its agent may have started after this one (a rollback
 // starts older versions last), so the rule before epochs holds for it:
 // older, unless this process has held r, which that agent then took
-// over. Equal epochs (two agents that first registered at the same
-// revision) are neither: each leaves r to the other. Called with a.mu
+// over. Equal epochs (two agents that found their pools between the same
+// two writes) are neither: each leaves r to the other. Called with a.mu
 // held.
 func (a *Agent) olderHolder(r ref, e *coordinator.InstanceOwnedError) bool {
 	if e.Epoch == 0 {
@@ -105,14 +106,15 @@ func (a *Agent) olderHolder(r ref, e *coordinator.InstanceOwnedError) bool {
 }
 
 // startEpoch returns the agent's epoch, which its registrations carry
-// (coordinator.Instance.Epoch): the etcd revision before its first
-// registration that wrote, from the header of a read of in's key (a key
-// the agent's role may read). It is read again before each registration
-// until one has written (fixEpoch): an agent whose pool did not exist yet
-// must not keep a revision that an agent started later may read too, no
-// write having come between. So an agent started after another has
-// registered its instances has a later epoch, whatever the hosts' clocks
-// say; only two agents whose first registrations race can tie.
+// (coordinator.Instance.Epoch): the etcd revision at which it first found
+// one of its pools, from the header of a read of that pool's spec (a key
+// the agent's role may read). While the pool does not exist the epoch is
+// read again at each registration: an agent started later may read the
+// same revision, no write having come between. Once found it is kept,
+// whatever the registrations meet (an instance held by another agent, an
+// etcd gone quiet), so an agent started after another has found its pools
+// has a later epoch, whatever the hosts' clocks say: only agents that find
+// a pool between the same two writes tie.
 func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, error) {
 	a.mu.Lock()
 	e, fixed := a.epoch, a.epochFixed
@@ -120,7 +122,7 @@ func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, erro
 	if fixed {
 		return e, nil
 	}
-	key := coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegInstances) + in.ID
+	key := coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegSpec)
 	resp, err := a.co.Client().Get(ctx, key, clientv3.WithCountOnly())
 	if err != nil {
 		return 0, etcdclient.Op("read", key, err)
@@ -128,20 +130,12 @@ func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, erro
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.epochFixed {
-		a.epoch = resp.Header.Revision
+		a.epoch, a.epochFixed = resp.Header.Revision, resp.Count > 0
+		if a.epochFixed {
+			a.o.log.Info("agent epoch", "epoch", a.epoch)
+		}
 	}
 	return a.epoch, nil
-}
-
-// fixEpoch keeps the agent's epoch from now on: a registration carrying
-// it has written.
-func (a *Agent) fixEpoch() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.epochFixed {
-		a.epochFixed = true
-		a.o.log.Info("agent epoch", "epoch", a.epoch)
-	}
 }
 
 // stoppingOwner reports whether lease, which holds r, is one the agent
@@ -191,7 +185,7 @@ func (a *Agent) foreignOwner(r ref, e *coordinator.InstanceOwnedError) {
 		return
 	}
 	if a.o.takeover {
-		log.Warn("instance held by an agent that started after this one (or with it); waiting until it is free")
+		log.Warn("instance held by an agent that found its pools after this one did (or with it); waiting until it is free")
 		return
 	}
 	log.Warn("instance held by another agent's live lease; waiting until it is free (serve --takeover takes it over)")

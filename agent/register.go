@@ -103,7 +103,6 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 		var owned *coordinator.InstanceOwnedError
 		switch {
 		case err == nil:
-			a.fixEpoch()
 			a.owned(refOf(in))
 			a.o.log.Info("instance registered", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
 		case errors.As(err, &owned) && a.takeoverReason(refOf(in), owned) != "":

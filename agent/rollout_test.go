@@ -533,3 +533,48 @@ func TestOldPoolctlDrainNoFlip(t *testing.T) {
 		return instanceMap(t, co)["i1"].Lease == b.Status().Lease
 	})
 }
+
+// TestOldRunKeepsEpoch: two runs of agent "x". The old one, X1, started
+// while another agent held i1 and with an i2 whose address another
+// instance has: none of its registrations writes. X2 starts later, writes
+// i2, and takes i1 once its holder is gone, while X1 is cut off from etcd.
+// Back, X1 must leave i1 to X2: it found its pool before X2 did, and keeps
+// that epoch. Found by a review (2026-12-05): an epoch read again until a
+// registration wrote outranked X2's, and X1 took i1 "from an earlier run
+// of this agent", which was the later one.
+func TestOldRunKeepsEpoch(t *testing.T) {
+	c, cli, co := setup(t)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 4})
+	ctx := testkit.Ctx(t, 60*time.Second)
+	y, z := testkit.Session(t, cli, 30*time.Second), testkit.Session(t, cli, 30*time.Second)
+	for _, r := range []struct {
+		lease clientv3.LeaseID
+		in    coordinator.Instance
+	}{{y.Lease(), coordinator.Instance{ID: "i1", Addr: "h:1", Agent: "y", Epoch: 1}}, {z.Lease(), coordinator.Instance{ID: "z9", Addr: "h:9", Agent: "z", Epoch: 1}}} {
+		if _, err := co.RegisterInstance(ctx, "p", r.lease, r.in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	px := etcdtest.NewProxy(t, c.Endpoint(0))
+	cfg1 := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1"}, config.Instance{Pool: "p", ID: "i2", Address: "h:9"})
+	cfg1.Pools, cfg1.TTL = nil, config.Duration(15*time.Second)
+	x1, _ := startAgent(t, testkit.Coordinator(t, testkit.Client(t, px.URL())), "x", cfg1)
+	testkit.Eventually(t, 5*time.Second, "X1 to see i1 held by y", func() bool { return len(x1.Status().Foreign) == 1 })
+	if _, err := cli.Put(ctx, "/unrelated", "a write elsewhere in etcd"); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := agentConfig(config.Instance{Pool: "p", ID: "i1", Address: "h:1"}, config.Instance{Pool: "p", ID: "i2", Address: "h:2"})
+	cfg2.Pools = nil
+	x2, _ := startAgent(t, co, "x", cfg2)
+	testkit.Eventually(t, 5*time.Second, "X2 to register i2", func() bool {
+		l := x2.Status().Lease
+		return l != 0 && instanceMap(t, co)["i2"].Lease == l
+	})
+	px.Blackhole()
+	etcdtest.Revoke(t, cli, y.Lease())
+	testkit.Eventually(t, 5*time.Second, "X2 to register i1", func() bool { return x2.Status().Registered })
+	px.Restore()
+	testkit.Consistently(t, 3*time.Second, "i1 left to X2, the later run", func() bool {
+		return instanceMap(t, co)["i1"].Lease == x2.Status().Lease
+	})
+}

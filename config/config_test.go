@@ -62,6 +62,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"DEL in a label key", func(c *Config) { c.Sidecar.Labels = map[string]string{"zo\x7fne": "a"} }, "sidecar.labels"},
 		{"dot-dot pool", func(c *Config) { c.Sidecar.Pool = ".." }, "sidecar.pool"},
 		{"long instance id", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: strings.Repeat("i", 129)}} }, "agent.instances[0].id"},
+		{"escape in agent name", func(c *Config) { c.Agent.Name = "a\x1b[2J" }, "agent.name"},
+		{"agent name over 256 bytes", func(c *Config) { c.Agent.Name = strings.Repeat("a", 257) }, "agent.name"},
+		{"tab in an instance address", func(c *Config) { c.Agent.Instances = []Instance{{Pool: "p", ID: "i", Address: "h\t:1"}} }, "agent.instances[0].address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,9 @@ func (c Config) validateAgent() error {
 	if err := checkNonNegative("agent.drainTimeout", a.DrainTimeout); err != nil {
 		return err
 	}
+	if err := coordinator.ValidateAgentName(a.Name); err != nil {
+		return &FieldError{Field: "agent.name", Err: err}
+	}
 	pools := map[string]bool{}
 	for i, p := range a.Pools {
 		if err := checkPool(fmt.Sprintf("agent.pools[%d]", i), p); err != nil {
@@ -75,6 +78,9 @@ func checkInstance(f string, in Instance) error {
 	if in.Address != "" {
 		if err := checkHostPort(in.Address, true); err != nil {
 			return fieldErr(f+".address", "%v", err)
+		}
+		if err := coordinator.ValidateInstanceAddr(in.Address); err != nil {
+			return &FieldError{Field: f + ".address", Err: err}
 		}
 	}
 	if in.Seats < 0 || in.Seats > coordinator.MaxInstanceSeats {

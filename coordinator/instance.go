@@ -170,7 +170,7 @@ func (c *Coordinator) instancePut(pool string, lease clientv3.LeaseID, in *Insta
 	if err := in.validate(); err != nil {
 		return clientv3.Op{}, err
 	}
-	if err := cmp.Or(printableText("addr", in.Addr), printableText("agent", in.Agent)); err != nil {
+	if err := cmp.Or(ValidateInstanceAddr(in.Addr), ValidateAgentName(in.Agent)); err != nil {
 		return clientv3.Op{}, fmt.Errorf("instance %q: %w", in.ID, err)
 	}
 	val, _ := json.Marshal(in)
@@ -346,9 +346,13 @@ func (c *Coordinator) instance(ctx context.Context, pool, id string) (Instance, 
 }
 
 // readInstance decodes kv, the key of instance id, as read: Lease and
-// Revision from the key, defaults filled in. The error says why kv does
-// not hold a valid instance of that ID (ErrInvalid); the Instance is then
-// what could be read of it, with its ID, to describe its holder by.
+// Revision from the key, defaults filled in. The error says that kv does
+// not hold an instance of that ID at all (ErrInvalid); the Instance is
+// then what could be read of it, with its ID, to describe its holder by.
+// What it holds is not judged further: a state or a field this version
+// does not know may be a newer etcdpool's, which GetInstance passes on
+// and an agent leaves alone; claims bind only to instances that validate
+// (poolState.put).
 func readInstance(id string, kv *mvccpb.KeyValue) (Instance, error) {
 	var in Instance
 	err := json.Unmarshal(kv.Value, &in)
@@ -359,9 +363,6 @@ func readInstance(id string, kv *mvccpb.KeyValue) (Instance, error) {
 		err = &InvalidError{Kind: ErrInvalid, Key: string(kv.Key), Reason: fmt.Sprintf("holds instance %q", shortName(in.ID))}
 	}
 	in.defaults()
-	if err == nil {
-		err = in.validate()
-	}
 	in.ID, in.Lease, in.Revision = id, clientv3.LeaseID(kv.Lease), kv.ModRevision
 	return in, err
 }

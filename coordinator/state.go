@@ -172,6 +172,9 @@ func (s *poolState) put(kv *mvccpb.KeyValue) {
 		s.countAbove()
 	case segInstances:
 		in, err := readInstance(pk.Name, kv)
+		if err == nil {
+			err = in.validate()
+		}
 		if err != nil {
 			s.unadmit(pk.Name, kv) // not ours to admit; claims never bind to it
 			return

@@ -220,11 +220,12 @@ type Instance struct {
 	// undrain) clears it, as does making the instance ready.
 	Stopping bool `json:"stopping,omitempty"`
 	// Epoch orders the agents that register instances: the etcd revision
-	// at which the registering agent process first read etcd, so that an
-	// agent started later has a higher one; 0 when not known (an agent of
-	// an older etcdpool). The agent package takes an instance over from
-	// another agent with takeover on only when that agent's epoch is
-	// lower, so the newer of two agents keeps it.
+	// at which the registering agent process first found one of its
+	// pools, so that an agent started after another has found its pools
+	// has a higher one; 0 when not known (written by an older etcdpool).
+	// The agent package takes an instance over from another agent only
+	// when that agent's epoch is lower, so the newer of two agents keeps
+	// it (see its owner rule for epoch 0).
 	Epoch int64 `json:"epoch,omitempty"`
 
 	// Lease is the agent's lease; set on read.
@@ -260,36 +261,32 @@ func (in Instance) validate() error {
 	if err := validLabels(in.Labels); err != nil {
 		return fmt.Errorf("instance %q: %w", in.ID, err)
 	}
-	if err := instanceText("addr", in.Addr, MaxAddrLen); err != nil {
-		return fmt.Errorf("instance %q: %w", in.ID, err)
-	}
-	if err := instanceText("agent", in.Agent, MaxHolderLen); err != nil {
-		return fmt.Errorf("instance %q: %w", in.ID, err)
-	}
 	if in.Epoch < 0 {
 		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("instance %q epoch %d is negative", in.ID, in.Epoch)}
 	}
 	return nil
 }
 
-// instanceText checks a free-form field of an instance (its address, its
-// agent's name) as every reader takes it: at most max bytes of valid
-// UTF-8. Where an instance is written it must be printable as well
-// (instancePut).
-func instanceText(what, s string, max int) error {
+// ValidateInstanceAddr checks an instance's address as RegisterInstance
+// and TakeOverInstance take it: at most MaxAddrLen bytes of printable text
+// (no control or invisible characters: termsafe). Claimants pass it on, to
+// a command's environment (poolctl run), where a NUL cannot go, and
+// operators read it. It is free-form otherwise. Readers take what another
+// client wrote, as the library does for every stored text.
+func ValidateInstanceAddr(s string) error { return writableText("address", s, MaxAddrLen) }
+
+// ValidateAgentName checks the agent name an instance records, as
+// RegisterInstance and TakeOverInstance take it: at most MaxHolderLen
+// bytes of printable text.
+func ValidateAgentName(s string) error { return writableText("agent name", s, MaxHolderLen) }
+
+func writableText(what, s string, max int) error {
 	if len(s) > max {
 		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("%s is %d bytes, more than %d", what, len(s), max)}
 	}
-	return validText(what, s)
-}
-
-// printableText checks a free-form field of an instance where it is
-// written: no control or invisible characters (termsafe). Claimants pass
-// the address on, to a command's environment (poolctl run), where a NUL
-// cannot go, and operators read both. Readers take what an older client
-// wrote, as the library does for every stored text (README, poolctl
-// doctor).
-func printableText(what, s string) error {
+	if err := validText(what, s); err != nil {
+		return err
+	}
 	if err := termsafe.Check(s); err != nil {
 		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("%s %q: %v", what, shortName(s), err)}
 	}
