@@ -479,14 +479,14 @@ func TestOlderVersionTakeoverKept(t *testing.T) {
 	})
 }
 
-// TestEpochNotKeptBeforeFirstWrite: A starts before its pool exists, so its
-// registrations write nothing; B starts later and, no write having come
-// between, reads the revision A read. Once the pool is created A registers
-// first. B, the newer agent with takeover on, must take i1 over: an epoch
-// is read again until a registration has written, so A's is the pool's
-// creation or later, and B's later still. Found by a review (2026-12-05):
-// A kept its first read, the two epochs tied, and B left i1 to A.
-func TestEpochNotKeptBeforeFirstWrite(t *testing.T) {
+// TestEpochReadAgainWhilePoolMissing: A starts before its pool exists;
+// B starts later and, no write having come between, reads the revision A
+// read. Once the pool is created A registers first. B, the newer agent
+// with takeover on, must take i1 over: an epoch is read again while the
+// agent's pool does not exist, so A's is the pool's creation or later,
+// and B's later still. Found by a review (2026-12-05): A kept its first
+// read, the two epochs tied, and B left i1 to A.
+func TestEpochReadAgainWhilePoolMissing(t *testing.T) {
 	c, _, co := setup(t)
 	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
 	cfg.Pools = nil // created below
