@@ -29,8 +29,8 @@ type Agent struct {
 	registered bool                 // every instance registered in sess
 	draining   bool
 	own        ownership
-	epoch      int64 // coordinator.Instance.Epoch of its registrations (owner.go)
-	epochFixed bool  // epoch is kept: one of its pools was found
+	epoch      int64     // coordinator.Instance.Epoch of its registrations; 0 until read (owner.go)
+	started    time.Time // coordinator.Instance.Started of its registrations
 }
 
 // Status is the agent's state as its health endpoints report it.
@@ -57,7 +57,7 @@ func New(co *coordinator.Coordinator, cfg config.Agent, opts ...Option) *Agent {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	return &Agent{co: co, cfg: cfg, o: buildOptions(opts), name: name, own: newOwnership()}
+	return &Agent{co: co, cfg: cfg, o: buildOptions(opts), name: name, own: newOwnership(), started: time.Now().UTC()}
 }
 
 // Status returns a snapshot of the agent's state.

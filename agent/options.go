@@ -62,14 +62,16 @@ func WithKeepAliveFailureHook(f func(error)) Option {
 }
 
 // WithTakeover makes the agent take over, in one transaction that compares
-// the other lease, each configured instance that another agent's live
-// lease holds when this process first registers it. The other agent's
-// writes to it then fail, and claims bound to it keep their seats. Use it
-// where two agents overlap on purpose, as a Deployment's rolling update
-// does. Without it the agent waits until the instance is free, and its
-// /readyz says which agent holds it. Either way an instance taken over from
-// this process is taken back only when the agent that took it stops (it
-// drains the instance to stop: owner.go). Default false.
+// the other lease, each configured instance that the live lease of an
+// agent started before this one holds (owner.go: by the epoch each
+// registration records). The other agent's writes to it then fail, and
+// claims bound to it keep their seats. Use it where two agents overlap on
+// purpose, as a Deployment's rolling update does: the newer keeps the
+// instance, and takes it back should the older register it again while
+// the newer's lease was lost. Without it the agent waits until the
+// instance is free, and its /readyz says which agent holds it. Either way
+// an instance a newer agent took from this process is taken back only
+// when that agent stops (it drains the instance to stop). Default false.
 func WithTakeover(on bool) Option { return func(o *options) { o.takeover = on } }
 
 // WithOwnerCheckInterval sets how often the agent reads its instances to

@@ -90,36 +90,36 @@ func (a *Agent) takeoverReason(r ref, e *coordinator.InstanceOwnedError) string 
 
 // olderHolder reports whether e's agent started before this one, so that
 // this one may take r over from it (takeoverReason): by its epoch, lower
-// than ours. A registration without an epoch (0) was written by an
-// etcdpool before 2026-12-05, or rewritten by one (an older poolctl's
-// drain drops it): its agent may have started after this one (a rollback
-// starts older versions last), so the rule before epochs holds for it:
-// older, unless this process has held r, which that agent then took
-// over. Equal epochs (two agents that found their pools between the same
-// two writes) are neither: each leaves r to the other. Called with a.mu
-// held.
+// than ours, or, of one epoch, by its start time (no write to etcd came
+// between the two starts; the hosts' clocks then judge). A registration
+// without an epoch (0) was written by an etcdpool before 2026-12-05, or
+// rewritten by one (an older poolctl's drain drops it): its agent may
+// have started after this one (a rollback starts older versions last),
+// so the rule before epochs holds for it: older, unless this process has
+// held r, which that agent then took over. Called with a.mu held.
 func (a *Agent) olderHolder(r ref, e *coordinator.InstanceOwnedError) bool {
-	if e.Epoch == 0 {
+	switch {
+	case e.Epoch == 0:
 		return !a.own.held[r]
+	case a.epoch == 0:
+		return false // ours not read yet: no registration was sent
+	case e.Epoch != a.epoch:
+		return e.Epoch < a.epoch
 	}
-	return a.epoch > 0 && e.Epoch < a.epoch
+	return !e.Started.IsZero() && e.Started.Before(a.started)
 }
 
 // startEpoch returns the agent's epoch, which its registrations carry
-// (coordinator.Instance.Epoch): the etcd revision at which it first found
-// one of its pools, from the header of a read of that pool's spec (a key
-// the agent's role may read). While the pool does not exist the epoch is
-// read again at each registration: an agent started later may read the
-// same revision, no write having come between. Once found it is kept,
-// whatever the registrations meet (an instance held by another agent, an
-// etcd gone quiet), so an agent started after another has found its pools
-// has a later epoch, whatever the hosts' clocks say: only agents that find
-// a pool between the same two writes tie.
+// (coordinator.Instance.Epoch): the etcd revision at which it first read
+// etcd, from the header of a read of in's pool spec (a key the agent's
+// role may read), read once and kept whatever comes after (a pool created
+// later, registrations refused, a lease lost), so that the agents'
+// order is that of their starts.
 func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, error) {
 	a.mu.Lock()
-	e, fixed := a.epoch, a.epochFixed
+	e := a.epoch
 	a.mu.Unlock()
-	if fixed {
+	if e > 0 {
 		return e, nil
 	}
 	key := coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegSpec)
@@ -129,11 +129,9 @@ func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, erro
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.epochFixed {
-		a.epoch, a.epochFixed = resp.Header.Revision, resp.Count > 0
-		if a.epochFixed {
-			a.o.log.Info("agent epoch", "epoch", a.epoch)
-		}
+	if a.epoch == 0 {
+		a.epoch = resp.Header.Revision
+		a.o.log.Info("agent epoch", "epoch", a.epoch, "started", a.started)
 	}
 	return a.epoch, nil
 }

@@ -136,7 +136,13 @@ func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in c
 	if err != nil {
 		return err
 	}
-	reg := coordinator.Instance{ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name, Epoch: epoch}
+	if got, err := a.co.GetInstance(rctx, in.Pool, in.ID); err == nil && got.Lease == sess.Lease() {
+		// This session's already: an earlier try whose answer was lost
+		// wrote it, and an operator may have drained it since. Written
+		// again it would read ready (found by a review, 2026-12-05).
+		return nil
+	}
+	reg := coordinator.Instance{ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name, Epoch: epoch, Started: a.started}
 	_, err = a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), reg)
 	var owned *coordinator.InstanceOwnedError
 	if !errors.As(err, &owned) {

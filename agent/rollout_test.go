@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdpool/etcdpool/config"
 	"github.com/etcdpool/etcdpool/coordinator"
@@ -479,25 +480,23 @@ func TestOlderVersionTakeoverKept(t *testing.T) {
 	})
 }
 
-// TestEpochReadAgainWhilePoolMissing: A starts before its pool exists;
-// B starts later and, no write having come between, reads the revision A
-// read. Once the pool is created A registers first. B, the newer agent
-// with takeover on, must take i1 over: an epoch is read again while the
-// agent's pool does not exist, so A's is the pool's creation or later,
-// and B's later still. Found by a review (2026-12-05): A kept its first
-// read, the two epochs tied, and B left i1 to A.
-func TestEpochReadAgainWhilePoolMissing(t *testing.T) {
+// TestEpochTieOrderedByStart: A starts before its pool exists, so its
+// registrations write nothing; B starts later and, no write having come
+// between, reads the epoch A read. Once the pool is created A registers
+// first. B, the newer agent with takeover on, must take i1 over: of one
+// epoch, the agent that started first (by its clock) is the older. Found
+// by a review (2026-12-05): the two tied, and B left i1 to A.
+func TestEpochTieOrderedByStart(t *testing.T) {
 	c, _, co := setup(t)
 	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
 	cfg.Pools = nil // created below
 	a, _ := startAgent(t, co, "a", cfg, WithTakeover(true))
-	epoch := func(x *Agent) int64 { x.mu.Lock(); defer x.mu.Unlock(); return x.epoch }
-	testkit.Eventually(t, 10*time.Second, "A to read an epoch", func() bool { return epoch(a) > 0 })
+	testkit.Eventually(t, 10*time.Second, "A to read an epoch", func() bool { return agentEpoch(a) > 0 })
 	px := etcdtest.NewProxy(t, c.Endpoint(0))
 	slow := cfg
 	slow.TTL = config.Duration(15 * time.Second) // its session outlives the blackhole
 	b, _ := startAgent(t, testkit.Coordinator(t, testkit.Client(t, px.URL())), "b", slow, WithTakeover(true))
-	testkit.Eventually(t, 10*time.Second, "B to read an epoch", func() bool { return epoch(b) > 0 })
+	testkit.Eventually(t, 10*time.Second, "B to read an epoch", func() bool { return agentEpoch(b) > 0 })
 	px.Blackhole()
 	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
 	testkit.Eventually(t, 10*time.Second, "A registered", func() bool { return a.Status().Registered })
@@ -505,8 +504,8 @@ func TestEpochReadAgainWhilePoolMissing(t *testing.T) {
 	testkit.Eventually(t, 15*time.Second, "B, started later with takeover on, to take i1 over", func() bool {
 		return instanceMap(t, co)["i1"].Lease == b.Status().Lease && b.Status().Registered
 	})
-	if ea, eb := epoch(a), epoch(b); ea >= eb {
-		t.Errorf("epochs: A %d, B %d; want A's lower", ea, eb)
+	if ea, eb := agentEpoch(a), agentEpoch(b); ea > eb {
+		t.Errorf("epochs: A %d, B %d; want A's at most B's", ea, eb)
 	}
 }
 
@@ -577,4 +576,99 @@ func TestOldRunKeepsEpoch(t *testing.T) {
 	testkit.Consistently(t, 3*time.Second, "i1 left to X2, the later run", func() bool {
 		return instanceMap(t, co)["i1"].Lease == x2.Status().Lease
 	})
+}
+
+// TestWaitingAgentStaysOlder: A starts first and waits for its pool; B
+// starts later. The pool is created while A is cut off from etcd, and B
+// registers i1. Back, A must leave i1 to B: its epoch is the one it read
+// at its start, not one read after the pool appeared. Found by a review
+// (2026-12-05): an epoch read again while the pool was missing made A,
+// whose retries had backed off longer, the newer, and it took i1 from B.
+func TestWaitingAgentStaysOlder(t *testing.T) {
+	c, _, co := setup(t)
+	cfg := agentConfig(config.Instance{Pool: "p", ID: "i1"})
+	cfg.Pools = nil // created below, by an operator
+	cfg.TTL = config.Duration(15 * time.Second)
+	px := etcdtest.NewProxy(t, c.Endpoint(0))
+	a, _ := startAgent(t, testkit.Coordinator(t, testkit.Client(t, px.URL())), "a", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "A to read an epoch", func() bool { return agentEpoch(a) > 0 })
+	b, _ := startAgent(t, co, "b", cfg, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "B to read an epoch", func() bool { return agentEpoch(b) > 0 })
+	px.Blackhole()
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	testkit.Eventually(t, 10*time.Second, "B registered", func() bool { return b.Status().Registered })
+	px.Restore()
+	testkit.Consistently(t, 4*time.Second, "i1 left to B, the agent started later", func() bool {
+		return instanceMap(t, co)["i1"].Lease == b.Status().Lease
+	})
+}
+
+// TestMultiPoolEpochByStart: B (instances in q only) starts while q does
+// not exist; A starts later with instances in p and q. Once q is created,
+// B, the older, must leave q/j1 to A. Found by a review (2026-12-05): an
+// epoch taken when the agent first found one of its pools made B, which
+// found q last, the newer.
+func TestMultiPoolEpochByStart(t *testing.T) {
+	_, _, co := setup(t)
+	cfgB := agentConfig(config.Instance{Pool: "q", ID: "j1"})
+	cfgB.Pools = nil
+	b, _ := startAgent(t, co, "b", cfgB, WithTakeover(true))
+	testkit.Eventually(t, 10*time.Second, "B to read an epoch", func() bool { return agentEpoch(b) > 0 })
+	cfgA := agentConfig(config.Instance{Pool: "p", ID: "i1"}, config.Instance{Pool: "q", ID: "j1"})
+	a, _ := startAgent(t, co, "a", cfgA, WithTakeover(true))
+	ctx := testkit.Ctx(t, 20*time.Second)
+	testkit.Eventually(t, 10*time.Second, "A to register p/i1", func() bool {
+		i1, err := co.GetInstance(ctx, "p", "i1")
+		return err == nil && i1.Lease == a.Status().Lease
+	})
+	testkit.CreatePool(t, co, "q", coordinator.PoolSpec{Capacity: 2})
+	held := func() bool {
+		j1, err := co.GetInstance(ctx, "q", "j1")
+		return err == nil && j1.Lease == a.Status().Lease
+	}
+	testkit.Eventually(t, 10*time.Second, "A, started later, to hold q/j1", held)
+	testkit.Consistently(t, 3*time.Second, "q/j1 left to A", held)
+}
+
+// TestLostTakeoverAnswerKeepsDrain: an operator drained i1 under an
+// earlier lease of agent "test"; the restarted agent takes it over,
+// keeping the drain, but the takeover's answer is lost (it applied). The
+// agent's retry must find the key its own and leave it: written again it
+// read ready. Found by a review (2026-12-05).
+func TestLostTakeoverAnswerKeepsDrain(t *testing.T) {
+	c, cli, co := setup(t)
+	testkit.CreatePool(t, co, "p", coordinator.PoolSpec{Capacity: 2})
+	earlier := testkit.Session(t, cli, 10*time.Second)
+	ctx := testkit.Ctx(t, 30*time.Second)
+	if _, err := co.RegisterInstance(ctx, "p", earlier.Lease(), coordinator.Instance{ID: "i1", Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.SetInstanceState(ctx, "p", "i1", coordinator.InstanceDraining); err != nil {
+		t.Fatal(err)
+	}
+	var lost atomic.Bool
+	loseAnswer := func(ictx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ictx, method, req, reply, cc, opts...)
+		if err == nil && isTakeover(req) && lost.CompareAndSwap(false, true) {
+			<-ictx.Done() // applied; its answer lost until the request timeout
+			return status.FromContextError(ictx.Err()).Err()
+		}
+		return err
+	}
+	lossy := testkit.Coordinator(t, testkit.DialedClient(t, c.Endpoints(), grpc.WithChainUnaryInterceptor(loseAnswer)), coordinator.WithPrefix(co.Prefix()))
+	a, _ := startAgent(t, lossy, "test", agentConfig(config.Instance{Pool: "p", ID: "i1"}))
+	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
+	if !lost.Load() {
+		t.Fatal("no takeover's answer was lost")
+	}
+	if in := instanceMap(t, co)["i1"]; in.State != coordinator.InstanceDraining {
+		t.Errorf("i1 %q under the agent's lease (%v): the retry after a lost takeover answer undid the operator's drain", in.State, in.Lease == a.Status().Lease)
+	}
+}
+
+// agentEpoch is x's epoch; 0 until read.
+func agentEpoch(x *Agent) int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.epoch
 }

@@ -68,6 +68,11 @@ var (
 	ErrReleased = errors.New("coordinator: seat released")
 	// ErrClosed reports use of a closed Session or Coordinator.
 	ErrClosed = errors.New("coordinator: closed")
+	// ErrNotInstance is the Cause of an InvalidError for a value under
+	// an instance key that is no instance record of that ID at all (not
+	// JSON of one, or another ID's), as against one this version does not
+	// accept, which a newer etcdpool may have written.
+	ErrNotInstance = errors.New("coordinator: not an instance record")
 )
 
 // WaitReason says why a claim cannot be granted now.

@@ -10,16 +10,15 @@ import (
 // would accept. They never change what the library accepts.
 
 // CheckInstanceValue returns nil when b is an instance record for id that
-// the library admits, or an error wrapping ErrInvalid saying why not.
+// the library admits (claims bind to it), or an error wrapping ErrInvalid
+// saying why not; that error also wraps ErrNotInstance when b is no
+// instance record of that ID at all, as against one this version does not
+// accept (a state a newer etcdpool may write).
 func CheckInstanceValue(id string, b []byte) error {
-	var in Instance
-	if err := json.Unmarshal(b, &in); err != nil {
-		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not an instance record: %v", err)}
+	in, err := decodeInstance(id, b)
+	if err != nil {
+		return err
 	}
-	if in.ID != id {
-		return &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("the record names instance %.64q, not the key's", in.ID)}
-	}
-	in.defaults()
 	return in.validate()
 }
 

@@ -36,8 +36,9 @@ type InstanceOwnedError struct {
 	// Revision is the key's mod revision as read, 0 when not known.
 	// TakeOverInstance takes the key over only while it is unchanged.
 	Revision int64
-	// Epoch is the registration's Epoch: when its agent started.
-	Epoch int64
+	// Epoch and Started are the registration's: when its agent started.
+	Epoch   int64
+	Started time.Time
 }
 
 // Error implements error.
@@ -198,7 +199,7 @@ func (c *Coordinator) instanceRefusal(pool, id string, rs []*pb.ResponseOp) erro
 // itself (an agent's owner check).
 func (in Instance) Refusal(pool string) *InstanceOwnedError {
 	return &InstanceOwnedError{Pool: pool, ID: in.ID, Owner: in.Lease, Agent: in.Agent, Stopping: in.AgentStopping(),
-		Drained: in.State == InstanceDraining && !in.Stopping, Revision: in.Revision, Epoch: in.Epoch}
+		Drained: in.State == InstanceDraining && !in.Stopping, Revision: in.Revision, Epoch: in.Epoch, Started: in.Started}
 }
 
 func isOwnedBy(err error, lease clientv3.LeaseID) bool {
@@ -346,23 +347,33 @@ func (c *Coordinator) instance(ctx context.Context, pool, id string) (Instance, 
 }
 
 // readInstance decodes kv, the key of instance id, as read: Lease and
-// Revision from the key, defaults filled in. The error says that kv does
-// not hold an instance of that ID at all (ErrInvalid); the Instance is
-// then what could be read of it, with its ID, to describe its holder by.
-// What it holds is not judged further: a state or a field this version
-// does not know may be a newer etcdpool's, which GetInstance passes on
-// and an agent leaves alone; claims bind only to instances that validate
-// (poolState.put).
+// Revision from the key, defaults filled in. The error (ErrInvalid with
+// Cause ErrNotInstance) says that kv holds no instance of that ID at all;
+// the Instance is then what could be read of it, with its ID, to describe
+// its holder by. What it holds is not judged further: a state or a field
+// this version does not know may be a newer etcdpool's, which GetInstance
+// passes on and an agent leaves alone; claims bind only to instances that
+// validate (poolState.put).
 func readInstance(id string, kv *mvccpb.KeyValue) (Instance, error) {
+	in, err := decodeInstance(id, kv.Value)
+	if ie, ok := errors.AsType[*InvalidError](err); ok {
+		ie.Key = string(kv.Key)
+	}
+	in.Lease, in.Revision = clientv3.LeaseID(kv.Lease), kv.ModRevision
+	return in, err
+}
+
+// decodeInstance is readInstance of a value alone.
+func decodeInstance(id string, b []byte) (Instance, error) {
 	var in Instance
-	err := json.Unmarshal(kv.Value, &in)
+	err := json.Unmarshal(b, &in)
 	switch {
 	case err != nil:
-		err = &InvalidError{Kind: ErrInvalid, Key: string(kv.Key), Reason: fmt.Sprintf("not an instance: %v", err)}
+		err = &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not an instance record: %v", err), Cause: ErrNotInstance}
 	case in.ID != id:
-		err = &InvalidError{Kind: ErrInvalid, Key: string(kv.Key), Reason: fmt.Sprintf("holds instance %q", shortName(in.ID))}
+		err = &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("the record names instance %.64q, not the key's", in.ID), Cause: ErrNotInstance}
 	}
 	in.defaults()
-	in.ID, in.Lease, in.Revision = id, clientv3.LeaseID(kv.Lease), kv.ModRevision
+	in.ID = id
 	return in, err
 }

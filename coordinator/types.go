@@ -219,14 +219,18 @@ type Instance struct {
 	// rollout). An operator's write (SetInstanceState: poolctl drain or
 	// undrain) clears it, as does making the instance ready.
 	Stopping bool `json:"stopping,omitempty"`
-	// Epoch orders the agents that register instances: the etcd revision
-	// at which the registering agent process first found one of its
-	// pools, so that an agent started after another has found its pools
-	// has a higher one; 0 when not known (written by an older etcdpool).
-	// The agent package takes an instance over from another agent only
-	// when that agent's epoch is lower, so the newer of two agents keeps
-	// it (see its owner rule for epoch 0).
-	Epoch int64 `json:"epoch,omitempty"`
+	// Epoch and Started order the agents that register instances. Epoch
+	// is the etcd revision at which the registering agent process first
+	// read etcd, so that an agent started after another has written its
+	// registrations has a higher one, whatever the hosts' clocks say; 0
+	// when not known (written by an older etcdpool). Started is when that
+	// process started, by its host's clock: it orders two agents of one
+	// epoch (no write to etcd came between their starts). The agent
+	// package takes an instance over from another agent only when that
+	// agent is the older, so the newer of two agents keeps it (see its
+	// owner rule for epoch 0).
+	Epoch   int64     `json:"epoch,omitempty"`
+	Started time.Time `json:"started,omitzero"`
 
 	// Lease is the agent's lease; set on read.
 	Lease clientv3.LeaseID `json:"-"`

@@ -46,8 +46,15 @@ func diagnose(root string, kv *mvccpb.KeyValue) (f finding, ok bool) {
 	case leasedSegs[pk.Seg] && kv.Lease == 0:
 		f.Problem = fmt.Sprintf("%s key without a lease: it never expires", strings.TrimSuffix(pk.Seg, "s"))
 	case pk.Seg == coordinator.SegInstances:
-		if err := coordinator.CheckInstanceValue(pk.Name, kv.Value); err != nil {
+		err := coordinator.CheckInstanceValue(pk.Name, kv.Value)
+		switch {
+		case errors.Is(err, coordinator.ErrNotInstance):
 			f.Problem = "corrupt instance value (its agent registers it again once deleted): " + keyReason(err)
+		case err != nil:
+			// Perhaps a newer etcdpool's (a state this version does not
+			// know): deleting it would end its holders' seats.
+			f.Problem, f.Fixable = "instance value this version does not accept, so its claims do not bind to it "+
+				"(a newer etcdpool's, or written by hand; fix or deregister it): "+keyReason(err), false
 		}
 	case pk.Seg == coordinator.SegSeats:
 		if err := coordinator.CheckSeatValue(kv.Value); err != nil {

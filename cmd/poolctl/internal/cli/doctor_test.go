@@ -55,6 +55,12 @@ func TestDoctor(t *testing.T) {
 	if _, err := h.cli.Put(ctx, specKey, "not json"); err != nil {
 		t.Fatal(err)
 	}
+	// A state a newer etcdpool may write: reported, never deleted, since
+	// deleting the instance would end its holders' seats.
+	newerKey := coordinator.SegPrefix(root, "bad", coordinator.SegInstances) + "n1"
+	if _, err := h.cli.Put(ctx, newerKey, `{"id":"n1","state":"cordoned"}`, clientv3.WithLease(sess.Lease())); err != nil {
+		t.Fatal(err)
+	}
 
 	r := h.run("doctor", "-o", "json")
 	r.want(t, ExitOK)
@@ -74,8 +80,11 @@ func TestDoctor(t *testing.T) {
 	if f, ok := got[specKey]; !ok || f.Fixable || !strings.Contains(f.Problem, "corrupt pool spec") {
 		t.Errorf("corrupt spec: %+v", f)
 	}
-	if len(got) != len(planted)+1 {
-		t.Errorf("%d findings, want %d (healthy keys reported?): %+v", len(got), len(planted)+1, v.Findings)
+	if f, ok := got[newerKey]; !ok || f.Fixable || !strings.Contains(f.Problem, "does not accept") {
+		t.Errorf("a newer etcdpool's instance state: %+v", f)
+	}
+	if len(got) != len(planted)+2 {
+		t.Errorf("%d findings, want %d (healthy keys reported?): %+v", len(got), len(planted)+2, v.Findings)
 	}
 
 	table := h.run("doctor", "p")
@@ -90,8 +99,10 @@ func TestDoctor(t *testing.T) {
 	if !strings.Contains(r.out, "no problems under /etcdpool/pools/p/") {
 		t.Errorf("after --fix: %s", r.out)
 	}
-	if resp, err := h.cli.Get(ctx, specKey); err != nil || len(resp.Kvs) != 1 {
-		t.Errorf("--fix touched the corrupt spec: %v", err)
+	for _, key := range []string{specKey, newerKey} {
+		if resp, err := h.cli.Get(ctx, key); err != nil || len(resp.Kvs) != 1 {
+			t.Errorf("--fix deleted %s: %v", key, err)
+		}
 	}
 	if resp, err := h.cli.Get(ctx, coordinator.SeatPrefix(root, "p", held.Seat()), clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 1 {
 		t.Errorf("--fix touched a healthy seat: %v", err)
