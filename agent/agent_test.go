@@ -225,12 +225,16 @@ func TestAgentKeepsUnknownState(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "registered", func() bool { return a.Status().Registered })
 	ctx := testkit.Ctx(t, 10*time.Second)
 	key := coordinator.SegPrefix(co.Prefix(), "p", coordinator.SegInstances) + "i1"
-	newer := `{"id":"i1","addr":"h:1","seats":1,"state":"cordoned","agent":"test"}`
-	if _, err := cli.Put(ctx, key, newer, clientv3.WithIgnoreLease()); err != nil {
-		t.Fatal(err)
+	for _, newer := range []string{
+		`{"id":"i1","addr":"h:1","seats":1,"state":"cordoned","agent":"test"}`,    // a state it does not know
+		`{"id":"i1","addr":"h:1","seats":1,"state":"ready","started":1733400000}`, // a field whose type changed
+	} {
+		if _, err := cli.Put(ctx, key, newer, clientv3.WithIgnoreLease()); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Consistently(t, 2*time.Second, "the newer write left as it is", func() bool {
+			r, err := cli.Get(ctx, key)
+			return err == nil && len(r.Kvs) == 1 && string(r.Kvs[0].Value) == newer
+		})
 	}
-	testkit.Consistently(t, 2*time.Second, "the newer write left as it is", func() bool {
-		r, err := cli.Get(ctx, key)
-		return err == nil && len(r.Kvs) == 1 && string(r.Kvs[0].Value) == newer
-	})
 }

@@ -110,11 +110,11 @@ func (a *Agent) olderHolder(r ref, e *coordinator.InstanceOwnedError) bool {
 }
 
 // startEpoch returns the agent's epoch, which its registrations carry
-// (coordinator.Instance.Epoch): the etcd revision at which it first read
-// etcd, from the header of a read of in's pool spec (a key the agent's
-// role may read), read once and kept whatever comes after (a pool created
-// later, registrations refused, a lease lost), so that the agents'
-// order is that of their starts.
+// (coordinator.Instance.Epoch): the etcd revision read as it first
+// registers an instance, from the header of a read of that instance's
+// pool spec (a key the agent's role may read), read once and kept
+// whatever comes after (a pool created later, registrations refused, a
+// lease lost), so that the agents' order is that of their starts.
 func (a *Agent) startEpoch(ctx context.Context, in config.Instance) (int64, error) {
 	a.mu.Lock()
 	e := a.epoch

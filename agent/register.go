@@ -136,7 +136,7 @@ func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in c
 	if err != nil {
 		return err
 	}
-	if got, err := a.co.GetInstance(rctx, in.Pool, in.ID); err == nil && got.Lease == sess.Lease() {
+	if got, err := a.co.GetInstance(rctx, in.Pool, in.ID); readable(err) && got.Lease == sess.Lease() {
 		// This session's already: an earlier try whose answer was lost
 		// wrote it, and an operator may have drained it since. Written
 		// again it would read ready (found by a review, 2026-12-05).
@@ -206,15 +206,17 @@ func (a *Agent) needsRegistering(ctx context.Context, sess *coordinator.Session,
 		a.freed(refOf(in))
 		a.o.log.Warn("instance missing while the lease lives; registering it", "pool", in.Pool, "instance", in.ID, "lease", leaseHex(sess.Lease()))
 		return true, nil
-	case errors.Is(err, coordinator.ErrInvalid):
+	case errors.Is(err, coordinator.ErrNotInstance):
 		// Overwritten with a value that is not an instance: write it again.
 		// Under this agent's lease that repairs it; under another (or
 		// none) registering fails as owned, and /readyz names it.
 		a.o.log.Warn("instance value is corrupt; registering it again", "pool", in.Pool, "instance", in.ID, "err", err)
 		return true, nil
-	case err != nil:
+	case !readable(err):
 		return false, err
 	case got.Lease == sess.Lease():
+		// Ours; or a record of it that a newer etcdpool wrote under our
+		// lease, which this version cannot read whole, left as it is.
 		a.owned(refOf(in))
 		return false, nil
 	}
@@ -276,4 +278,11 @@ func (a *Agent) instancesByPool() map[string]map[string]bool {
 		mine[in.Pool][in.ID] = true
 	}
 	return mine
+}
+
+// readable reports whether GetInstance's err leaves a record of the
+// instance to go by: none, or a record of it this version does not decode
+// whole (a newer etcdpool's), not a value that is no record of it.
+func readable(err error) bool {
+	return err == nil || errors.Is(err, coordinator.ErrInvalid) && !errors.Is(err, coordinator.ErrNotInstance)
 }

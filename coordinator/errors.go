@@ -70,8 +70,9 @@ var (
 	ErrClosed = errors.New("coordinator: closed")
 	// ErrNotInstance is the Cause of an InvalidError for a value under
 	// an instance key that is no instance record of that ID at all (not
-	// JSON of one, or another ID's), as against one this version does not
-	// accept, which a newer etcdpool may have written.
+	// a JSON object naming that ID), as against a record of it that this
+	// version does not accept or cannot decode whole, which a newer
+	// etcdpool may have written.
 	ErrNotInstance = errors.New("coordinator: not an instance record")
 )
 

@@ -317,7 +317,12 @@ func (c *Coordinator) deregister(ctx context.Context, pool, id string, owner *cl
 }
 
 // GetInstance reads one instance, with its lease and mod revision. It
-// returns ErrInstanceNotFound or ErrPoolNotFound when it is not there.
+// returns ErrInstanceNotFound or ErrPoolNotFound when it is not there, and
+// ErrInvalid when its key holds no record of it (Cause ErrNotInstance) or
+// one with a field that does not decode; the Instance then has its ID,
+// Lease and Revision, and whatever else decoded. A record that decodes is
+// returned as it is, whatever this version makes of it (a state a newer
+// etcdpool wrote, say).
 func (c *Coordinator) GetInstance(ctx context.Context, pool, id string) (Instance, error) {
 	return c.instance(ctx, pool, id)
 }
@@ -339,18 +344,16 @@ func (c *Coordinator) instance(ctx context.Context, pool, id string) (Instance, 
 		}
 		return Instance{}, fmt.Errorf("%w: %q in pool %q", ErrInstanceNotFound, id, pool)
 	}
-	in, err := readInstance(id, resp.Kvs[0])
-	if err != nil {
-		return Instance{}, err
-	}
-	return in, nil
+	return readInstance(id, resp.Kvs[0])
 }
 
 // readInstance decodes kv, the key of instance id, as read: Lease and
-// Revision from the key, defaults filled in. The error (ErrInvalid with
-// Cause ErrNotInstance) says that kv holds no instance of that ID at all;
-// the Instance is then what could be read of it, with its ID, to describe
-// its holder by. What it holds is not judged further: a state or a field
+// Revision from the key, defaults filled in. It fails with ErrInvalid,
+// with Cause ErrNotInstance when kv holds no instance record of that ID
+// at all (not a JSON object naming it), and without when it does but a
+// field does not decode (a newer etcdpool's record, say); the Instance is
+// then what could be read of it, with its ID, Lease and Revision, to
+// describe its holder by. What decodes is not judged further: a state
 // this version does not know may be a newer etcdpool's, which GetInstance
 // passes on and an agent leaves alone; claims bind only to instances that
 // validate (poolState.put).
@@ -365,13 +368,19 @@ func readInstance(id string, kv *mvccpb.KeyValue) (Instance, error) {
 
 // decodeInstance is readInstance of a value alone.
 func decodeInstance(id string, b []byte) (Instance, error) {
+	var head struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return Instance{ID: id}, &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not an instance record: %v", err), Cause: ErrNotInstance}
+	}
+	if head.ID != id {
+		return Instance{ID: id}, &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("the record names instance %.64q, not the key's", head.ID), Cause: ErrNotInstance}
+	}
 	var in Instance
 	err := json.Unmarshal(b, &in)
-	switch {
-	case err != nil:
-		err = &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not an instance record: %v", err), Cause: ErrNotInstance}
-	case in.ID != id:
-		err = &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("the record names instance %.64q, not the key's", in.ID), Cause: ErrNotInstance}
+	if err != nil {
+		err = &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("a field of the record does not decode: %v", err)}
 	}
 	in.defaults()
 	in.ID = id

@@ -220,9 +220,10 @@ type Instance struct {
 	// undrain) clears it, as does making the instance ready.
 	Stopping bool `json:"stopping,omitempty"`
 	// Epoch and Started order the agents that register instances. Epoch
-	// is the etcd revision at which the registering agent process first
-	// read etcd, so that an agent started after another has written its
-	// registrations has a higher one, whatever the hosts' clocks say; 0
+	// is the etcd revision the registering agent process read as it first
+	// registered an instance, so that an agent started after another has
+	// written its registrations has a higher one, whatever the hosts'
+	// clocks say; 0
 	// when not known (written by an older etcdpool). Started is when that
 	// process started, by its host's clock: it orders two agents of one
 	// epoch (no write to etcd came between their starts). The agent

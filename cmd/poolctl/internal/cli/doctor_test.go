@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,9 +59,14 @@ func TestDoctor(t *testing.T) {
 	}
 	// A state a newer etcdpool may write: reported, never deleted, since
 	// deleting the instance would end its holders' seats.
-	newerKey := coordinator.SegPrefix(root, "bad", coordinator.SegInstances) + "n1"
-	if _, err := h.cli.Put(ctx, newerKey, `{"id":"n1","state":"cordoned"}`, clientv3.WithLease(sess.Lease())); err != nil {
-		t.Fatal(err)
+	newer := map[string]string{ // a state it does not know, a field whose type changed
+		coordinator.SegPrefix(root, "bad", coordinator.SegInstances) + "n1": `{"id":"n1","state":"cordoned"}`,
+		coordinator.SegPrefix(root, "bad", coordinator.SegInstances) + "n2": `{"id":"n2","seats":"2"}`,
+	}
+	for key, val := range newer {
+		if _, err := h.cli.Put(ctx, key, val, clientv3.WithLease(sess.Lease())); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	r := h.run("doctor", "-o", "json")
@@ -80,11 +87,13 @@ func TestDoctor(t *testing.T) {
 	if f, ok := got[specKey]; !ok || f.Fixable || !strings.Contains(f.Problem, "corrupt pool spec") {
 		t.Errorf("corrupt spec: %+v", f)
 	}
-	if f, ok := got[newerKey]; !ok || f.Fixable || !strings.Contains(f.Problem, "does not accept") {
-		t.Errorf("a newer etcdpool's instance state: %+v", f)
+	for key := range newer {
+		if f, ok := got[key]; !ok || f.Fixable || !strings.Contains(f.Problem, "does not accept") {
+			t.Errorf("a newer etcdpool's instance record %s: %+v", key, f)
+		}
 	}
-	if len(got) != len(planted)+2 {
-		t.Errorf("%d findings, want %d (healthy keys reported?): %+v", len(got), len(planted)+2, v.Findings)
+	if len(got) != len(planted)+1+len(newer) {
+		t.Errorf("%d findings, want %d (healthy keys reported?): %+v", len(got), len(planted)+1+len(newer), v.Findings)
 	}
 
 	table := h.run("doctor", "p")
@@ -99,7 +108,7 @@ func TestDoctor(t *testing.T) {
 	if !strings.Contains(r.out, "no problems under /etcdpool/pools/p/") {
 		t.Errorf("after --fix: %s", r.out)
 	}
-	for _, key := range []string{specKey, newerKey} {
+	for _, key := range append([]string{specKey}, slices.Collect(maps.Keys(newer))...) {
 		if resp, err := h.cli.Get(ctx, key); err != nil || len(resp.Kvs) != 1 {
 			t.Errorf("--fix deleted %s: %v", key, err)
 		}
