@@ -54,11 +54,13 @@ type ownership struct {
 	foreign  map[ref]*coordinator.InstanceOwnedError // held by another agent now
 	missing  map[ref]bool                            // found gone, not registered again yet
 	stopping map[ref]clientv3.LeaseID                // held under a lease whose agent is stopping
+	unsure   map[ref]clientv3.LeaseID                // a write under that lease failed, and may have applied
 }
 
 func newOwnership() ownership {
 	return ownership{leases: map[clientv3.LeaseID]bool{}, held: map[ref]bool{},
-		foreign: map[ref]*coordinator.InstanceOwnedError{}, missing: map[ref]bool{}, stopping: map[ref]clientv3.LeaseID{}}
+		foreign: map[ref]*coordinator.InstanceOwnedError{}, missing: map[ref]bool{}, stopping: map[ref]clientv3.LeaseID{},
+		unsure: map[ref]clientv3.LeaseID{}}
 }
 
 // addLease records the lease of a new session.
@@ -164,6 +166,24 @@ func (a *Agent) owned(r ref) {
 	a.own.held[r] = true
 	delete(a.own.foreign, r)
 	delete(a.own.missing, r)
+	delete(a.own.unsure, r)
+}
+
+// writeFailed records that a registration of r under lease failed in a
+// way that may have applied (its answer lost).
+func (a *Agent) writeFailed(r ref, lease clientv3.LeaseID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.own.unsure[r] = lease
+}
+
+// mayHaveWritten reports whether a registration of r under lease failed
+// in a way that may have applied (writeFailed), since r was last held.
+func (a *Agent) mayHaveWritten(r ref, lease clientv3.LeaseID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.own.unsure[r]
+	return ok && l == lease
 }
 
 // foreignOwner records that another agent holds r, and logs it when that

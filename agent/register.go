@@ -121,6 +121,7 @@ func (a *Agent) register(ctx context.Context, sess *coordinator.Session, ins []c
 				etcdclient.Op("write", coordinator.SegPrefix(a.co.Prefix(), in.Pool, coordinator.SegInstances)+in.ID, err))
 		default:
 			a.o.log.Warn("cannot register instance; retrying", "pool", in.Pool, "instance", in.ID, "err", err)
+			a.writeFailed(refOf(in), sess.Lease())
 			failed = append(failed, in)
 		}
 	}
@@ -136,11 +137,14 @@ func (a *Agent) registerOne(ctx context.Context, sess *coordinator.Session, in c
 	if err != nil {
 		return err
 	}
-	if got, err := a.co.GetInstance(rctx, in.Pool, in.ID); readable(err) && got.Lease == sess.Lease() {
-		// This session's already: an earlier try whose answer was lost
-		// wrote it, and an operator may have drained it since. Written
-		// again it would read ready (found by a review, 2026-12-05).
-		return nil
+	if a.mayHaveWritten(refOf(in), sess.Lease()) {
+		if got, err := a.co.GetInstance(rctx, in.Pool, in.ID); readable(err) && got.Lease == sess.Lease() {
+			// This session's already: an earlier try whose answer was
+			// lost wrote it, and an operator may have drained it since.
+			// Written again it would read ready (found by a review,
+			// 2026-12-05).
+			return nil
+		}
 	}
 	reg := coordinator.Instance{ID: in.ID, Addr: in.Address, Labels: in.Labels, Seats: in.Seats, Agent: a.name, Epoch: epoch, Started: a.started}
 	_, err = a.co.RegisterInstance(rctx, in.Pool, sess.Lease(), reg)

@@ -366,21 +366,25 @@ func readInstance(id string, kv *mvccpb.KeyValue) (Instance, error) {
 	return in, err
 }
 
-// decodeInstance is readInstance of a value alone.
+// decodeInstance is readInstance of a value alone. A value that does not
+// decode whole is decoded again for its ID alone, to tell a record of the
+// instance with a field this version does not read from no record of it.
 func decodeInstance(id string, b []byte) (Instance, error) {
-	var head struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return Instance{ID: id}, &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not an instance record: %v", err), Cause: ErrNotInstance}
-	}
-	if head.ID != id {
-		return Instance{ID: id}, &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("the record names instance %.64q, not the key's", head.ID), Cause: ErrNotInstance}
-	}
 	var in Instance
 	err := json.Unmarshal(b, &in)
+	named := in.ID
 	if err != nil {
+		var head struct {
+			ID string `json:"id"`
+		}
+		if herr := json.Unmarshal(b, &head); herr != nil {
+			return Instance{ID: id}, &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("not an instance record: %v", herr), Cause: ErrNotInstance}
+		}
+		named = head.ID
 		err = &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("a field of the record does not decode: %v", err)}
+	}
+	if named != id {
+		return Instance{ID: id}, &InvalidError{Kind: ErrInvalid, Reason: fmt.Sprintf("the record names instance %.64q, not the key's", named), Cause: ErrNotInstance}
 	}
 	in.defaults()
 	in.ID = id

@@ -45,7 +45,7 @@ func (c *Coordinator) InstanceLoads(ctx context.Context, pool string, ids ...str
 		}
 	}
 	out := make(map[string]InstanceLoad, len(ids))
-	for first := true; first || len(ids) > 0; first = false {
+	for {
 		batch := ids[:min(len(ids), c.loadsPerTxn())]
 		resp, err := c.readLoads(ctx, pool, batch)
 		if errors.Is(err, rpctypes.ErrTooManyOps) && len(batch) > 1 {
@@ -66,9 +66,10 @@ func (c *Coordinator) InstanceLoads(ctx context.Context, pool string, ids ...str
 			l.Bound = int(resp.Responses[2+2*i].GetResponseRange().Count)
 			out[id] = l
 		}
-		ids = ids[len(batch):]
+		if ids = ids[len(batch):]; len(ids) == 0 {
+			return out, nil // with no ids, after one txn that found the pool
+		}
 	}
-	return out, nil
 }
 
 // loadsPerTxn is how many instances an InstanceLoads txn reads now.

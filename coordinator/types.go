@@ -223,13 +223,12 @@ type Instance struct {
 	// is the etcd revision the registering agent process read as it first
 	// registered an instance, so that an agent started after another has
 	// written its registrations has a higher one, whatever the hosts'
-	// clocks say; 0
-	// when not known (written by an older etcdpool). Started is when that
-	// process started, by its host's clock: it orders two agents of one
-	// epoch (no write to etcd came between their starts). The agent
-	// package takes an instance over from another agent only when that
-	// agent is the older, so the newer of two agents keeps it (see its
-	// owner rule for epoch 0).
+	// clocks say; 0 when not known (written by an older etcdpool). Started
+	// is when that process started, by its host's clock: it orders two
+	// agents of one epoch (no write to etcd came between their starts).
+	// The agent package takes an instance over from another agent only
+	// when that agent is the older, so the newer of two agents keeps it
+	// (see its owner rule for epoch 0).
 	Epoch   int64     `json:"epoch,omitempty"`
 	Started time.Time `json:"started,omitzero"`
 

@@ -158,9 +158,8 @@ func TestGuardWithoutFirstLineStartsNothing(t *testing.T) {
 	}
 	ctlR.Close()
 	stW.Close()
-	status, _ := io.ReadAll(stR)
+	status, _ := io.ReadAll(stR) // to EOF: the guard has exited
 	err = cmd.Wait()
-	time.Sleep(200 * time.Millisecond) // a command started would have touched its marker by now
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != ExitError {
 		t.Errorf("the guard ended with %v; want exit %d", err, ExitError)
